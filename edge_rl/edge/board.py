@@ -1,0 +1,60 @@
+"""Board files (``firmware_configs/<board>.yaml``): what one kind of edge board runs with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dacite
+import yaml
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """How a simulated board on the host is slowed to behave like the real one.
+
+    The actor sleeps ``compute_slowdown - 1`` times the time it spent in ``invoke`` and
+    ``env.step``, so a host that is k× faster than the board runs k× slower in
+    emulation. See docs/fleet.md for how the factors were chosen.
+    """
+
+    compute_slowdown: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.compute_slowdown <= 100.0:
+            raise ValueError(f"compute_slowdown must be in [1, 100], got {self.compute_slowdown}")
+
+
+@dataclass(frozen=True)
+class BoardConfig:
+    board: str
+    runtime: str = "ai_edge_litert"  # or "tflite_runtime" (falls back automatically)
+    num_threads: int = 1  # LiteRT interpreter threads
+    batch_size: int = 64  # transitions per published batch...
+    flush_interval_s: float = 0.5  # ...or fewer, when this much time has passed
+    spool_limit_bytes: int = 4_000_000  # outbound batches kept while disconnected
+    status_interval_s: float = 1.0
+    max_policy_bytes: int = 8_000_000  # largest decompressed model accepted
+    emulation: Emulation = field(default_factory=Emulation)
+
+    def __post_init__(self) -> None:
+        if self.runtime not in ("ai_edge_litert", "tflite_runtime"):
+            raise ValueError(f"runtime must be ai_edge_litert or tflite_runtime: {self.runtime!r}")
+        for name in ("num_threads", "batch_size", "spool_limit_bytes", "max_policy_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if not 0.01 <= self.flush_interval_s <= 60 or not 0.05 <= self.status_interval_s <= 600:
+            raise ValueError("flush_interval_s in [0.01, 60], status_interval_s in [0.05, 600]")
+
+
+def load_board(path: str | Path) -> BoardConfig:
+    """Load a board file; unknown keys are an error (a typo must not pass silently)."""
+    path = Path(path)
+    if not path.exists():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml")) if path.parent.exists() else []
+        raise FileNotFoundError(f"board file {path} not found; known boards: {known}")
+    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        return dacite.from_dict(BoardConfig, data, config=dacite.Config(strict=True))
+    except dacite.DaciteError as e:
+        raise ValueError(f"{path}: {e}") from None

@@ -1,0 +1,108 @@
+"""The policy slot: verify and load new policies off the actor loop, swap between steps.
+
+    slot = PolicySlot(spec, num_threads=4, max_model_bytes=8_000_000)
+    slot.start()
+    # paho network thread, on every message on the policy topic:
+    slot.offer(payload)
+    # actor loop, between two env steps (one attribute read, never blocks):
+    policy = slot.current          # LoadedPolicy | None
+
+Loading (decode, version check, decompress, sha256, interpreter construction and
+``allocate_tensors``) runs on the slot's own thread; only the newest offered payload is
+kept, so a burst of publishes costs one load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from edge_rl.edge.runtime import TFLitePolicy
+from edge_rl.specs import EnvSpec
+from edge_rl.transport.codec import CodecError, decode_policy, decompress_model
+from edge_rl.types import PolicyManifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    manifest: PolicyManifest
+    runner: TFLitePolicy
+    receive_seconds: float  # decode + verify + decompress
+    load_seconds: float  # interpreter construction + allocate_tensors
+
+
+class PolicySlot:
+    def __init__(self, spec: EnvSpec, *, num_threads: int = 1, max_model_bytes: int = 8_000_000):
+        self.spec, self.num_threads, self.max_model_bytes = spec, num_threads, max_model_bytes
+        self.current: LoadedPolicy | None = None
+        self.rejected: Counter[str] = Counter()
+        self.loaded = 0
+        self._pending: bytes | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="policy-slot", daemon=True)
+
+    @property
+    def version(self) -> int:
+        return self.current.manifest.policy_version if self.current else 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout=5)
+
+    def offer(self, payload: bytes) -> None:
+        """Hand over a policy payload (any thread); replaces one not yet loaded."""
+        with self._lock:
+            self._pending = payload
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait()
+            self._wake.clear()
+            with self._lock:
+                payload, self._pending = self._pending, None
+            if payload is not None and not self._stop:
+                try:
+                    self.current = self.load(payload)
+                    self.loaded += 1
+                except CodecError as e:
+                    self._reject(e.reason, str(e))
+                except Exception as e:  # noqa: BLE001 - a bad model must not kill the actor
+                    self._reject("load_failed", f"{type(e).__name__}: {e}")
+
+    def _reject(self, reason: str, detail: str) -> None:
+        self.rejected[reason] += 1
+        if self.rejected[reason] == 1:  # log once per reason, count always
+            log.warning("policy rejected (%s): %s", reason, detail)
+
+    def load(self, payload: bytes) -> LoadedPolicy:
+        """Verify and load one bundle; raises ``CodecError`` for anything not to run."""
+        t0 = time.perf_counter()
+        bundle = decode_policy(payload, max_bytes=self.max_model_bytes + 64 * 1024)
+        m = bundle.manifest
+        if m.policy_version <= self.version:
+            raise CodecError(
+                "stale_version", f"v{m.policy_version} is not newer than v{self.version}"
+            )
+        if m.env_spec != self.spec:
+            raise CodecError("spec_mismatch", f"policy for {m.env_spec}, actor env is {self.spec}")
+        model = decompress_model(bundle.payload, m.codec, self.max_model_bytes)
+        if len(model) != m.model_size or hashlib.sha256(model).hexdigest() != m.model_sha256:
+            raise CodecError("bad_hash", "model bytes do not match the manifest's sha256/size")
+        t1 = time.perf_counter()
+        runner = TFLitePolicy(
+            model, num_threads=self.num_threads, obs_mean=m.obs_mean, obs_std=m.obs_std
+        )
+        return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)

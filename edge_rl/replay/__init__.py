@@ -1,0 +1,1 @@
+"""Replay: the ring buffer and the ingest path (decode → validate → dedup → add). No TF."""

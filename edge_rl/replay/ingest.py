@@ -1,0 +1,145 @@
+"""Ingest: decode → validate → staleness filter → dedup → replay. Runs on its own thread.
+
+    ingest = Ingest(spec, replay, topics, latest_version=lambda: node.policy_version)
+    ingest.handle(topic, payload)      # never raises: rejects are counted and logged once
+
+Deduplication is per ``(actor_id, session, seq)``: MQTT QoS 1 is at-least-once, so a
+batch may arrive twice after a reconnect. Gaps in ``seq`` (batches an actor dropped from
+its spool, or the broker dropped) are counted, not waited for.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge_rl.replay.buffer import ReplayBuffer
+from edge_rl.specs import EnvSpec
+from edge_rl.transport.codec import CodecError, decode_transitions, peek_count
+from edge_rl.transport.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+class SeqTracker:
+    """Which sequence numbers of one actor session have been seen (bounded memory)."""
+
+    def __init__(self) -> None:
+        self.floor = -1  # every seq <= floor has been seen
+        self.above: set[int] = set()  # seen seqs above the floor
+        self.max_seq = -1
+
+    def first_time(self, seq: int) -> bool:
+        if seq <= self.floor or seq in self.above:
+            return False
+        self.above.add(seq)
+        self.max_seq = max(self.max_seq, seq)
+        while self.floor + 1 in self.above:
+            self.floor += 1
+            self.above.discard(self.floor)
+        if len(self.above) > 10_000:  # a long-lost batch will not come: move on
+            self.floor = min(self.above) - 1
+        return True
+
+    @property
+    def missing(self) -> int:
+        return self.max_seq - self.floor - len(self.above)
+
+
+@dataclass
+class IngestStats:
+    batches: int = 0
+    transitions: int = 0  # accepted into replay
+    duplicate_batches: int = 0
+    duplicate_transitions: int = 0
+    rejected_batches: int = 0
+    rejected_transitions: int = 0  # when the header was readable enough to count them
+    rejected: Counter[str] = field(default_factory=Counter)  # by reason
+    episodes: int = 0
+    returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
+
+
+class Ingest:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        replay: ReplayBuffer,
+        topics: Topics,
+        latest_version: Callable[[], int],
+        max_payload_bytes: int = 1_000_000,
+        max_policy_lag: int | None = None,
+    ) -> None:
+        self.spec, self.replay, self.topics = spec, replay, topics
+        self.latest_version = latest_version
+        self.max_payload_bytes, self.max_policy_lag = max_payload_bytes, max_policy_lag
+        self.stats = IngestStats()
+        self._seqs: dict[tuple[str, int], SeqTracker] = {}
+        self._ep_return: dict[tuple[str, int], float] = {}
+        self.lock = threading.Lock()  # guards stats for readers on other threads
+
+    def handle(self, topic: str, payload: bytes) -> bool:
+        """Ingest one transition payload; True when it went into replay."""
+        try:
+            batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
+            if batch.actor_id != self.topics.actor_of(topic):
+                raise CodecError("actor_mismatch", f"{batch.actor_id!r} published on {topic}")
+            latest = self.latest_version()
+            if batch.policy_version > latest:
+                raise CodecError("unknown_policy", f"v{batch.policy_version} > latest v{latest}")
+            if (
+                self.max_policy_lag is not None
+                and latest - batch.policy_version > self.max_policy_lag
+            ):
+                raise CodecError(
+                    "stale", f"v{batch.policy_version} is {latest - batch.policy_version} behind"
+                )
+        except CodecError as e:
+            self._reject(e, payload)
+            return False
+        key = (batch.actor_id, batch.session)
+        tracker = self._seqs.setdefault(key, SeqTracker())
+        if not tracker.first_time(batch.seq):
+            with self.lock:
+                self.stats.duplicate_batches += 1
+                self.stats.duplicate_transitions += len(batch)
+            return False
+        self.replay.add(batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
+        self._count_episodes(key, batch.reward, batch.terminated | batch.truncated)
+        with self.lock:
+            self.stats.batches += 1
+            self.stats.transitions += len(batch)
+        return True
+
+    def _count_episodes(self, key: tuple[str, int], reward: np.ndarray, done: np.ndarray) -> None:
+        running = self._ep_return.get(key, 0.0)
+        start = 0
+        for end in np.flatnonzero(done):
+            ep = running + float(reward[start : end + 1].sum())
+            with self.lock:
+                self.stats.episodes += 1
+                self.stats.returns.append(ep)
+            running, start = 0.0, end + 1
+        self._ep_return[key] = running + float(reward[start:].sum())
+
+    def _reject(self, error: CodecError, payload: bytes) -> None:
+        with self.lock:
+            self.stats.rejected_batches += 1
+            self.stats.rejected[error.reason] += 1
+            self.stats.rejected_transitions += peek_count(payload)
+            first = self.stats.rejected[error.reason] == 1
+        if first:  # log once per reason; the counters say how often
+            log.warning("transition batch rejected (%s): %s", error.reason, error)
+
+    @property
+    def missing_batches(self) -> int:
+        return sum(t.missing for t in self._seqs.values())
+
+    def recent_return(self, n: int = 20) -> float | None:
+        with self.lock:
+            r = list(self.stats.returns)[-n:]
+        return float(np.mean(r)) if r else None

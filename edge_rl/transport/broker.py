@@ -1,0 +1,377 @@
+"""An MQTT broker the host can start for itself: Mosquitto when installed, else amqtt.
+
+Used by tests (a real broker on a free loopback port), by ``edge-rl fleet`` (a
+simulated fleet needs a broker) and by examples::
+
+    with EmbeddedBroker() as broker:          # kind="auto": Mosquitto if found, else amqtt
+        learner = LearnerNode(broker_url=broker.url, ...)
+        ...                                   # broker.stop() runs on exit, even on a crash
+
+Both brokers run in a child process, so a busy learner never shares a GIL or an
+event loop with its broker. Stopping is terminate → wait → kill; ``atexit`` (via
+``weakref.finalize``) stops a broker whose owner forgot to. An amqtt child also
+exits when its parent dies (it watches its stdin pipe); a Mosquitto child does
+not, so a ``kill -9`` of the owner leaves it running until killed by pid.
+
+Differences that matter to callers:
+
+* amqtt 0.12 speaks MQTT 3.1.1 only: it answers an MQTT 5 CONNECT with
+  "unacceptable protocol version". Check ``broker.supports_mqtt5``.
+* amqtt enforces no maximum packet size; Mosquitto disconnects a client that
+  sends a packet above ``max_packet_size``. Check sizes before publishing either way.
+* Neither keeps retained messages across a restart (Mosquitto runs with
+  ``persistence false``): a publisher must republish what it retains on reconnect.
+
+This module imports only the standard library (amqtt only inside the child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import urlsplit
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PORT = 1883
+_KINDS = ("auto", "mosquitto", "amqtt")
+# A connect alone is not proof: whoever else holds the port would answer it. So the
+# broker must also say in its own log that it is serving.
+_READY_MARKERS = {
+    "mosquitto": re.compile(r"mosquitto version \S+ running"),
+    "amqtt": re.compile(r"amqtt broker listening on"),
+}
+# Debian/Ubuntu install the daemon into /usr/sbin, which is not on a non-root PATH.
+_MOSQUITTO_FALLBACK_DIRS = ("/usr/sbin", "/usr/local/sbin", "/opt/homebrew/sbin")
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be found, started or stopped."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that nothing listens on right now (the OS picks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def parse_broker_url(url: str) -> tuple[str, int]:
+    """``mqtt://HOST[:PORT]`` → ``(HOST, PORT)``; the port defaults to 1883."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ValueError(f"broker URL must look like mqtt://HOST:PORT, got {url!r}")
+    parts = urlsplit(url.strip())
+    if parts.scheme != "mqtt":
+        raise ValueError(f"unsupported broker URL scheme {parts.scheme!r} in {url!r}: use mqtt://")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"broker URL {url!r} must not carry credentials")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"broker URL {url!r} has a path, query or fragment: use mqtt://HOST:PORT")
+    if not parts.hostname:
+        raise ValueError(f"broker URL {url!r} has no host")
+    try:
+        port = parts.port  # urlsplit raises ValueError for a non-numeric or out-of-range port
+    except ValueError as exc:
+        raise ValueError(f"broker URL {url!r} has an invalid port: {exc}") from None
+    if port == 0:
+        raise ValueError(f"broker URL {url!r} has port 0")
+    return parts.hostname, DEFAULT_PORT if port is None else port
+
+
+def find_mosquitto() -> str | None:
+    """Path of the ``mosquitto`` executable, also looking in the sbin directories."""
+    found = shutil.which("mosquitto")
+    if found:
+        return found
+    return shutil.which("mosquitto", path=os.pathsep.join(_MOSQUITTO_FALLBACK_DIRS))
+
+
+class EmbeddedBroker:
+    """A broker child process on ``host:port``; a context manager.
+
+    ``port=None`` picks a free port at the first ``start()``; later restarts
+    (``stop(); start()``) reuse it so clients can reconnect to the same URL.
+    """
+
+    def __init__(
+        self,
+        kind: str = "auto",
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        max_packet_size: int = 2_000_000,
+        log_dir: Path | None = None,
+        start_timeout: float = 10.0,
+    ) -> None:
+        if kind not in _KINDS:
+            raise ValueError(f"broker kind must be one of {_KINDS}, got {kind!r}")
+        mosquitto = find_mosquitto()
+        if kind == "mosquitto" and mosquitto is None:
+            raise BrokerError(
+                "mosquitto not found on PATH or in /usr/sbin: apt-get install mosquitto"
+            )
+        self.kind = (
+            "mosquitto" if kind == "mosquitto" or (kind == "auto" and mosquitto) else "amqtt"
+        )
+        self.host = host
+        self.port = port if port is not None else 0
+        self.max_packet_size = max_packet_size
+        self.supports_mqtt5 = self.kind == "mosquitto"
+        self.log_path: Path | None = None
+        self._mosquitto = mosquitto
+        self._log_dir = Path(log_dir) if log_dir is not None else None
+        self._start_timeout = start_timeout
+        self._port_pinned = port is not None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._workdir: Path | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._log_offset = 0
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"mqtt://{host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> EmbeddedBroker:
+        if self.running:
+            return self
+        self.stop()  # a broker that died on its own: reap it and drop its temp dir
+        if not self._port_pinned:
+            self.port = free_port(self.host)
+        try:
+            self._spawn_and_wait()
+        except BrokerError as exc:
+            # Someone may have taken the port between free_port() and the bind: retry once.
+            if "address already in use" not in str(exc).lower():
+                raise
+            if self._port_pinned:
+                time.sleep(0.5)
+            else:
+                self.port = free_port(self.host)
+            logger.warning("broker port busy, retrying on %s:%d", self.host, self.port)
+            self._spawn_and_wait()
+        self._port_pinned = True
+        logger.info(
+            "started %s broker at %s (pid %d, log %s)", self.kind, self.url, self.pid, self.log_path
+        )
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Terminate the broker (SIGTERM, then SIGKILL after ``timeout`` s)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._proc is not None:
+            _terminate(self._proc, self._workdir, timeout)
+            logger.info("stopped %s broker at %s", self.kind, self.url)
+        self._proc = None
+        self._workdir = None
+
+    def kill(self) -> None:
+        """Crash the broker (SIGKILL): no clean disconnects, like a power cut."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self.stop()
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"EmbeddedBroker(kind={self.kind!r}, url={self.url!r}, {state})"
+
+    # -- internals ----------------------------------------------------------------
+
+    def _spawn_and_wait(self) -> None:
+        workdir = Path(tempfile.mkdtemp(prefix=f"edge-rl-{self.kind}-"))
+        log_dir = self._log_dir or workdir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"{self.kind}-{self.port}.log"
+        argv = self._mosquitto_argv(workdir) if self.kind == "mosquitto" else self._amqtt_argv()
+        env = dict(os.environ)
+        # The amqtt child runs `-m edge_rl.transport.broker`: make this checkout importable.
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        with open(self.log_path, "ab") as log:
+            self._log_offset = log.tell()  # a restart appends to the same log: read only ours
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        self._proc, self._workdir = proc, workdir
+        self._finalizer = weakref.finalize(self, _terminate, proc, workdir, 5.0)
+        try:
+            self._wait_ready()
+        except BrokerError:
+            self.stop()
+            raise
+
+    def _mosquitto_argv(self, workdir: Path) -> list[str]:
+        assert self._mosquitto is not None
+        lines = [
+            f"listener {self.port} {self.host}",
+            "allow_anonymous true",
+            f"max_packet_size {self.max_packet_size}",
+            # Mosquitto drops (silently, for QoS 1) past 1000 queued messages per client.
+            "max_queued_messages 10000",
+            "persistence false",
+            "log_dest stderr",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "log_type information",
+            "log_timestamp_format %Y-%m-%dT%H:%M:%S",
+        ]
+        if os.geteuid() == 0:
+            # As root, Mosquitto otherwise switches to user "mosquitto", which may not exist.
+            lines.append(f"user {pwd.getpwuid(os.geteuid()).pw_name}")
+        conf = workdir / "mosquitto.conf"
+        conf.write_text("\n".join(lines) + "\n")
+        return [self._mosquitto, "-c", str(conf)]
+
+    def _amqtt_argv(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "edge_rl.transport.broker",
+            "--amqtt",
+            self.host,
+            str(self.port),
+        ]
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + self._start_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise BrokerError(
+                    f"{self.kind} broker exited with code {self._proc.returncode} before "
+                    f"listening on {self.host}:{self.port}; log tail:\n{self._log_tail()}"
+                )
+            if _READY_MARKERS[self.kind].search(self._read_log()):
+                try:
+                    with socket.create_connection((self.host, self.port), timeout=0.5):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        raise BrokerError(
+            f"{self.kind} broker not listening on {self.host}:{self.port} after "
+            f"{self._start_timeout:.0f} s; log tail:\n{self._log_tail()}"
+        )
+
+    def _read_log(self) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self._read_log().splitlines()[-lines:]) or "(empty log)"
+
+
+def _terminate(proc: subprocess.Popen[bytes], workdir: Path | None, timeout: float) -> None:
+    """SIGTERM → wait → SIGKILL; then remove the temp dir. Safe to call twice."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- the amqtt child process ------------------------------------------------------------
+
+
+def _run_amqtt(host: str, port: int) -> int:
+    """Serve amqtt on host:port until SIGTERM/SIGINT or until the parent closes our stdin."""
+    import asyncio
+    import signal
+
+    from amqtt.broker import Broker  # imported here: the parent never needs amqtt
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    config = {
+        "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}"}},
+        # No packet/event logger plugins: they log every packet.
+        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
+    }
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        def on_stdin() -> None:  # EOF on the stdin pipe: the parent is gone, however it died
+            if not os.read(0, 4096):
+                loop.remove_reader(0)
+                stop.set()
+
+        # A raw-fd reader, not a thread blocked in sys.stdin.read(): that thread makes the
+        # interpreter abort at exit ("could not acquire lock for <stdin>").
+        loop.add_reader(0, on_stdin)
+        broker = Broker(config)
+        await broker.start()
+        print(f"amqtt broker listening on {host}:{port}", file=sys.stderr, flush=True)
+        await stop.wait()
+        await broker.shutdown()
+
+    try:
+        asyncio.run(serve())
+    except Exception as exc:  # reported through the log file the parent reads
+        cause = exc.__cause__ or exc
+        print(f"amqtt broker failed: {exc} ({cause!r})", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m edge_rl.transport.broker")
+    parser.add_argument("--amqtt", nargs=2, metavar=("HOST", "PORT"), required=True)
+    args = parser.parse_args(argv)
+    host, port = args.amqtt
+    return _run_amqtt(host, int(port))
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,154 @@
+"""A thin, careful paho-mqtt adapter (paho 2.x, callback API v2, MQTT 3.1.1).
+
+    transport = MqttTransport(url, client_id, subscriptions=[(topic, 1)], on_message=handle)
+    transport.start()                 # connect_async + loop_start: returns at once
+    transport.wait_connected(10)
+    transport.publish(topic, payload, qos=1, retain=False)  # False when not sent
+    transport.stop()
+
+``on_message`` runs on paho's network thread: it must only hand the bytes on (to a
+bounded queue). Exceptions raised in it are caught and counted, because an exception
+escaping a callback kills paho's network thread (DESIGN.md, pitfalls).
+
+Protocol 3.1.1, not 5: the protocol uses no MQTT 5 feature (no session expiry, no
+properties), and 3.1.1 is what every broker speaks, the embedded amqtt fallback included
+(amqtt 0.12 refuses MQTT 5 connections).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+import paho.mqtt.client as mqtt
+
+from edge_rl.transport.broker import parse_broker_url
+
+log = logging.getLogger(__name__)
+
+MessageHandler = Callable[[str, bytes], None]
+
+
+class MqttTransport:
+    def __init__(
+        self,
+        url: str,
+        client_id: str,
+        *,
+        subscriptions: Sequence[tuple[str, int]] = (),
+        on_message: MessageHandler | None = None,
+        will: tuple[str, bytes] | None = None,
+        on_connect: Callable[[], None] | None = None,
+        max_queued_messages: int = 1000,
+        max_packet_size: int = 2_000_000,
+        keepalive: int = 30,
+    ) -> None:
+        self.host, self.port = parse_broker_url(url)
+        self.url, self.client_id = url, client_id
+        self._subscriptions = list(subscriptions)
+        self._handler = on_message
+        self._after_connect = on_connect
+        self.max_packet_size = max_packet_size
+        self._keepalive = keepalive
+        self._connected = threading.Event()
+        self.callback_errors = 0
+        self.publish_failures = 0
+        self.connects = 0
+        self._client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=mqtt.MQTTv311,
+            clean_session=True,
+        )
+        # Bound paho's in-memory queue of unacknowledged QoS>0 messages; past it publish
+        # fails and the caller keeps the data in its own (byte-bounded) spool.
+        self._client.max_queued_messages_set(max_queued_messages)
+        self._client.reconnect_delay_set(min_delay=1, max_delay=8)
+        if will is not None:  # retained last will: published by the broker if we vanish
+            self._client.will_set(will[0], will[1], qos=1, retain=True)
+        self._client.on_connect = self._on_connect
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_message = self._on_message
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._client.connect_async(self.host, self.port, keepalive=self._keepalive)
+        self._client.loop_start()
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self._connected.wait(timeout)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def stop(self) -> None:
+        try:
+            self._client.disconnect()
+        finally:
+            self._client.loop_stop()
+            self._connected.clear()
+
+    # --- publishing -------------------------------------------------------------------
+
+    def publish(
+        self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, wait: float = 0.0
+    ) -> bool:
+        """Queue one message for sending; False (and counted) when it cannot be sent now.
+
+        Never publishes into a closed connection: paho would queue it without bound.
+        Sizes are checked against the broker's limit, because an oversize QoS 1 publish
+        makes the broker disconnect us and paho resend it forever.
+        """
+        if len(payload) + len(topic) + 64 > self.max_packet_size:
+            raise ValueError(
+                f"payload of {len(payload)} bytes exceeds max_packet_size {self.max_packet_size}"
+            )
+        if not self._connected.is_set():
+            self.publish_failures += 1
+            return False
+        info = self._client.publish(topic, payload, qos=qos, retain=retain)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            self.publish_failures += 1
+            return False
+        if wait > 0:
+            try:
+                info.wait_for_publish(wait)
+            except (RuntimeError, ValueError):
+                return False
+            return info.is_published()
+        return True
+
+    # --- paho callbacks (network thread) ------------------------------------------------
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        try:
+            if reason_code.is_failure:
+                log.warning("%s: broker refused connection: %s", self.client_id, reason_code)
+                return
+            self.connects += 1
+            # Subscribing here means a reconnect re-subscribes.
+            for topic, qos in self._subscriptions:
+                client.subscribe(topic, qos=qos)
+            self._connected.set()
+            if self._after_connect is not None:
+                self._after_connect()
+        except Exception:  # noqa: BLE001 - must not kill paho's thread
+            self.callback_errors += 1
+            log.exception("%s: error in on_connect", self.client_id)
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        self._connected.clear()
+        if reason_code != 0:
+            log.warning("%s: disconnected (%s); reconnecting", self.client_id, reason_code)
+
+    def _on_message(self, client, userdata, message) -> None:
+        try:
+            if self._handler is not None:
+                self._handler(message.topic, message.payload)
+        except Exception:  # noqa: BLE001 - must not kill paho's thread
+            self.callback_errors += 1
+            if self.callback_errors == 1:
+                log.exception("%s: error handling a message on %s", self.client_id, message.topic)

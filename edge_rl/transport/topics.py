@@ -1,0 +1,65 @@
+"""Every MQTT topic string of protocol v1, in one place (see docs/protocol.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_FORBIDDEN = set("+#/\x00")
+
+
+def check_name(kind: str, name: str) -> str:
+    """A run name or actor id is one topic level: non-empty, no wildcards or slashes."""
+    if not name or any(c in _FORBIDDEN for c in name) or len(name) > 128:
+        raise ValueError(f"invalid {kind} {name!r}: 1-128 chars, no '/', '+', '#'")
+    return name
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Topics of one run: ``<root>/<run>/...``."""
+
+    root: str = "edge-rl"
+    run: str = "default"
+
+    def __post_init__(self) -> None:
+        check_name("run name", self.run)
+        for level in self.root.split("/"):
+            check_name("topic root level", level)
+
+    @property
+    def base(self) -> str:
+        return f"{self.root}/{self.run}"
+
+    @property
+    def policy(self) -> str:  # learner -> actors, QoS 1, retained
+        return f"{self.base}/policy"
+
+    @property
+    def control(self) -> str:  # learner -> actors, QoS 1, retained
+        return f"{self.base}/control"
+
+    def transitions(self, actor_id: str) -> str:  # actor -> learner, QoS 1
+        return f"{self.base}/actors/{check_name('actor id', actor_id)}/transitions"
+
+    def status(self, actor_id: str) -> str:  # actor -> learner, QoS 1, retained, last will
+        return f"{self.base}/actors/{check_name('actor id', actor_id)}/status"
+
+    @property
+    def all_transitions(self) -> str:  # the learner's subscription
+        return f"{self.base}/actors/+/transitions"
+
+    @property
+    def all_status(self) -> str:
+        return f"{self.base}/actors/+/status"
+
+    def actor_of(self, topic: str) -> str | None:
+        """The actor id in ``<base>/actors/<id>/...``, or None for any other topic."""
+        prefix = f"{self.base}/actors/"
+        if not topic.startswith(prefix):
+            return None
+        rest = topic[len(prefix) :].split("/")
+        return rest[0] if len(rest) == 2 and rest[0] else None
+
+
+# The broker's own counter of messages it dropped (queue full); the learner watches it.
+SYS_DROPPED = "$SYS/broker/publish/messages/dropped"

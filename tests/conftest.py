@@ -1,0 +1,104 @@
+"""Shared fixtures: real brokers on free loopback ports and paho clients connected to them.
+
+A missing Mosquitto skips the real-broker tests on a laptop and fails them in CI
+(``CI`` set to anything but ``0``/``false``): CI must not go green by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from edge_rl.transport.broker import EmbeddedBroker, find_mosquitto, parse_broker_url
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_mosquitto() -> None:
+    """Skip (locally) or fail (in CI) the calling test when Mosquitto is not installed."""
+    if find_mosquitto() is not None:
+        return
+    message = (
+        "mosquitto not found on PATH or in /usr/sbin; install it with "
+        "`apt-get install mosquitto` (Debian/Ubuntu) or `brew install mosquitto` (macOS)"
+    )
+    if _in_ci():
+        pytest.fail(f"CI requires a real broker: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def mosquitto_available() -> None:
+    """Request it in a test that starts its own Mosquitto: skips or fails like the others."""
+    require_mosquitto()
+
+
+@pytest.fixture(scope="session")
+def mosquitto() -> Iterator[EmbeddedBroker]:
+    """One Mosquitto for the whole session. Tests share it: use unique topics."""
+    require_mosquitto()
+    with EmbeddedBroker(kind="mosquitto") as broker:
+        yield broker
+
+
+@pytest.fixture
+def fresh_mosquitto() -> Iterator[EmbeddedBroker]:
+    """A Mosquitto of this test's own, free to kill (``.kill()``) and restart (``.start()``)."""
+    require_mosquitto()
+    with EmbeddedBroker(kind="mosquitto") as broker:
+        yield broker
+
+
+MqttClientFactory = Callable[..., mqtt.Client]
+
+
+@pytest.fixture
+def mqtt_client_factory() -> Iterator[MqttClientFactory]:
+    """``make(broker_or_url, client_id="", **client_kwargs) -> connected paho client``.
+
+    Callback API v2, MQTT 5 (3.1.1 against a broker that has no v5, i.e. amqtt),
+    network loop running. Every client is disconnected and its loop stopped at teardown.
+    """
+    clients: list[mqtt.Client] = []
+
+    def make(broker: EmbeddedBroker | str, client_id: str = "", **client_kwargs) -> mqtt.Client:
+        if isinstance(broker, EmbeddedBroker):
+            host, port, v5 = broker.host, broker.port, broker.supports_mqtt5
+        else:
+            (host, port), v5 = parse_broker_url(broker), True
+        client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
+            **client_kwargs,
+        )
+        connected = threading.Event()
+        result: list[mqtt.ReasonCode] = []
+
+        def on_connect(_client, _userdata, _flags, reason_code, _properties) -> None:
+            result.append(reason_code)
+            connected.set()
+
+        client.on_connect = on_connect
+        clients.append(client)
+        client.connect(host, port)
+        client.loop_start()
+        if not connected.wait(CONNECT_TIMEOUT_S):
+            pytest.fail(f"no CONNACK from {host}:{port} within {CONNECT_TIMEOUT_S} s")
+        if result[0].is_failure:
+            pytest.fail(f"broker {host}:{port} refused the connection: {result[0]}")
+        client.on_connect = None
+        return client
+
+    yield make
+    for client in clients:
+        client.disconnect()
+        client.loop_stop()

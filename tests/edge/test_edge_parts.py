@@ -1,0 +1,105 @@
+"""Actor-side seams without a broker: batching, spool bounds, throttle, exploration, boards."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_rl.edge.batching import Batcher, Spool
+from edge_rl.edge.board import load_board
+from edge_rl.edge.emulation import Throttle
+from edge_rl.edge.envs import make_env
+from edge_rl.edge.exploration import epsilon_greedy, random_action
+from edge_rl.specs import EnvSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def add(b: Batcher, version: int, i: int = 0):
+    return b.add(version, np.zeros(4), np.int64(i % 2), 1.0, np.ones(4), False, False)
+
+
+def test_batcher_by_count_by_time_and_by_version():
+    b = Batcher("a", 9, batch_size=3, flush_interval_s=0.05)
+    for i in range(3):
+        assert add(b, 1, i) is None
+    assert b.ready()
+    first = b.take()
+    assert (len(first), first.seq, first.policy_version, first.session) == (3, 0, 1, 9)
+    assert first.obs.dtype == np.float32 and first.action.dtype == np.int64
+    add(b, 1)
+    assert not b.ready()
+    time.sleep(0.06)
+    assert b.ready()  # by age
+    done = add(b, 2)  # a new policy version closes the batch
+    assert done is not None and done.policy_version == 1 and done.seq == 1 and len(done) == 1
+    assert b.take().policy_version == 2 and b.take() is None
+
+
+def test_spool_is_bounded_and_drops_oldest_first():
+    s = Spool(limit_bytes=25)
+    for i in range(5):
+        s.push(bytes([i]) * 10, n=i + 1)
+    assert s.bytes <= 25 and len(s) == 2
+    assert (s.dropped_batches, s.dropped_transitions) == (3, 1 + 2 + 3)
+    sent = []
+    assert s.drain(lambda p: (sent.append(p[0]), len(sent) < 2)[1]) == 4  # 2nd send refused
+    assert sent == [3, 4] and len(s) == 1
+
+
+def test_throttle_owes_time_in_proportion():
+    t = Throttle(slowdown=3.0, min_sleep_s=0.001)
+    t0 = time.perf_counter()
+    for _ in range(10):
+        t.charge(0.002)  # 2 ms of "compute" -> 4 ms of debt each
+    elapsed = time.perf_counter() - t0
+    assert 0.035 <= elapsed <= 0.2 and t.slept_s >= 0.035
+    idle = Throttle(slowdown=1.0)
+    idle.charge(1.0)
+    assert idle.slept_s == 0.0
+
+
+def test_exploration():
+    rng = np.random.default_rng(0)
+    q = np.array([0.0, 5.0, 1.0])
+    assert all(epsilon_greedy(q, 0.0, rng) == 1 for _ in range(20))
+    picks = {int(epsilon_greedy(q, 1.0, rng)) for _ in range(200)}
+    assert picks == {0, 1, 2}
+    box = EnvSpec(obs_shape=(3,), action_shape=(2,), action_low=(-1, 0), action_high=(1, 2))
+    a = np.stack([random_action(box, rng) for _ in range(200)])
+    assert a.shape == (200, 2) and (a[:, 0] >= -1).all() and (a[:, 1] <= 2).all()
+
+
+@pytest.mark.parametrize("board", ["rpi4", "rpi5"])
+def test_shipped_boards_load(board):
+    cfg = load_board(ROOT / "firmware_configs" / f"{board}.yaml")
+    assert cfg.board == board and cfg.emulation.compute_slowdown >= 1
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("board: x\nbatch_sise: 3\n", "batch_sise"),
+        ("board: x\nbatch_size: 0\n", "batch_size"),
+        ("board: x\nruntime: onnx\n", "runtime"),
+        ("board: x\nemulation: {compute_slowdown: 0.5}\n", "compute_slowdown"),
+    ],
+)
+def test_bad_board_files_are_rejected(tmp_path, text, match):
+    p = tmp_path / "b.yaml"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_board(p)
+
+
+def test_env_factory_forms():
+    assert make_env("CartPole-v1").action_space.n == 2
+    env = make_env("gymnasium.envs.classic_control.cartpole:CartPoleEnv")
+    assert env.observation_space.shape == (4,)
+    with pytest.raises(ValueError):
+        make_env("NoSuchEnv-v0")
+    with pytest.raises(ValueError):
+        make_env("no.such.module:make")

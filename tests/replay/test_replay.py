@@ -1,0 +1,109 @@
+"""Ring buffer and ingest (decode, validate, dedup, episode accounting), no broker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge_rl.replay.buffer import ReplayBuffer
+from edge_rl.replay.ingest import Ingest, SeqTracker
+from edge_rl.specs import EnvSpec
+from edge_rl.transport import codec
+from edge_rl.transport.topics import Topics
+from edge_rl.types import TransitionBatch
+
+SPEC = EnvSpec(obs_shape=(2,), num_actions=3)
+TOPICS = Topics("edge-rl", "t")
+
+
+def batch(actor="a", session=1, seq=0, n=4, version=0, start=0.0, done_at=()):
+    obs = (start + np.arange(n * 2, dtype=np.float32)).reshape(n, 2)
+    term = np.zeros(n, bool)
+    term[list(done_at)] = True
+    return TransitionBatch(
+        actor, session, seq, version, obs, np.arange(n, dtype=np.int64) % 3,
+        np.ones(n, np.float32), obs + 1, term, np.zeros(n, bool),
+    )  # fmt: skip
+
+
+def test_ring_buffer_wraps_and_keeps_the_newest():
+    rb = ReplayBuffer(SPEC, capacity=5, seed=0)
+    for i in range(3):
+        b = batch(start=100.0 * i, n=3)
+        rb.add(b.obs, b.action, b.reward, b.next_obs, b.terminated)
+    assert len(rb) == 5 and rb.added == 9
+    stored = set(map(tuple, rb.observations(5)))
+    newest = {tuple(r) for r in batch(start=200.0, n=3).obs} | {
+        tuple(r) for r in batch(start=100.0, n=3).obs[1:]
+    }
+    assert stored == newest  # the 4 oldest were overwritten
+    s = rb.sample(32)
+    assert s.obs.shape == (32, 2) and s.action.dtype == np.int64
+    np.testing.assert_array_equal(s.next_obs, s.obs + 1)  # rows stay aligned
+
+
+def test_empty_buffer_refuses_to_sample():
+    with pytest.raises(ValueError):
+        ReplayBuffer(SPEC, 4).sample(1)
+    with pytest.raises(ValueError):
+        ReplayBuffer(SPEC, 0)
+
+
+@pytest.mark.parametrize(
+    "seqs,dups,missing",
+    [
+        ([0, 1, 2], 0, 0),
+        ([0, 0, 1, 1], 2, 0),
+        ([2, 0, 1, 2], 1, 0),
+        ([0, 3], 0, 2),
+        ([5, 5, 4], 1, 4),
+    ],
+)
+def test_seq_tracker(seqs, dups, missing):
+    t = SeqTracker()
+    assert sum(not t.first_time(s) for s in seqs) == dups
+    assert t.missing == missing
+
+
+def make_ingest(latest=3, lag=None):
+    rb = ReplayBuffer(SPEC, 1000)
+    return Ingest(SPEC, rb, TOPICS, latest_version=lambda: latest, max_policy_lag=lag), rb
+
+
+def test_ingest_accepts_dedups_and_counts_episodes():
+    ing, rb = make_ingest()
+    topic = TOPICS.transitions("a")
+    assert ing.handle(topic, codec.encode_transitions(batch(seq=0, done_at=(1,))))
+    assert not ing.handle(topic, codec.encode_transitions(batch(seq=0, done_at=(1,))))  # resend
+    assert ing.handle(topic, codec.encode_transitions(batch(seq=1, done_at=(3,))))
+    # a restarted actor (new session) starts at seq 0 again: not a duplicate
+    assert ing.handle(topic, codec.encode_transitions(batch(session=2, seq=0)))
+    s = ing.stats
+    assert (s.batches, s.transitions, len(rb)) == (3, 12, 12)
+    assert (s.duplicate_batches, s.duplicate_transitions) == (1, 4)
+    # episode 1: 2 steps; episode 2: the 2 leftover steps + 4 steps of seq 1 = 6
+    assert s.episodes == 2 and list(s.returns) == [2.0, 6.0]
+
+
+@pytest.mark.parametrize(
+    "topic,payload,reason",
+    [
+        (TOPICS.transitions("a"), b"junk-junk-junk", "bad_magic"),
+        (TOPICS.transitions("b"), codec.encode_transitions(batch(actor="a")), "actor_mismatch"),
+        (TOPICS.transitions("a"), codec.encode_transitions(batch(version=4)), "unknown_policy"),
+        (TOPICS.transitions("a"), codec.encode_transitions(
+            batch()).replace(b'"n":4', b'"n":5'), "shape"),
+    ],
+    ids=["garbage", "spoofed actor", "future version", "wrong n"],
+)  # fmt: skip
+def test_ingest_rejects_without_touching_replay(topic, payload, reason):
+    ing, rb = make_ingest()
+    assert not ing.handle(topic, payload)
+    assert len(rb) == 0 and ing.stats.rejected[reason] == 1 and ing.stats.rejected_batches == 1
+
+
+def test_ingest_staleness_filter():
+    ing, _ = make_ingest(latest=10, lag=2)
+    assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=7)))
+    assert ing.stats.rejected["stale"] == 1 and ing.stats.rejected_transitions == 4
+    assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=8, seq=1)))

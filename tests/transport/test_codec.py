@@ -1,0 +1,191 @@
+"""Protocol v1 codec: round trips and every rejection the learner relies on."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from edge_rl.specs import EnvSpec
+from edge_rl.transport import codec
+from edge_rl.types import (
+    ActorStatus,
+    ControlMessage,
+    PolicyBundle,
+    PolicyManifest,
+    QuantParams,
+    TransitionBatch,
+)
+
+CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
+PENDULUM = EnvSpec(obs_shape=(3,), action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
+
+
+def make_batch(spec: EnvSpec = CARTPOLE, n: int = 5, **override) -> TransitionBatch:
+    rng = np.random.default_rng(0)
+    if spec.discrete:
+        action = rng.integers(0, spec.num_actions, n).astype(np.int64)
+    else:
+        action = rng.uniform(-1, 1, (n, *spec.action_shape)).astype(np.float32)
+    fields = dict(
+        actor_id="pi-01",
+        session=123,
+        seq=7,
+        policy_version=3,
+        obs=rng.normal(size=(n, *spec.obs_shape)).astype(np.float32),
+        action=action,
+        reward=np.ones(n, np.float32),
+        next_obs=rng.normal(size=(n, *spec.obs_shape)).astype(np.float32),
+        terminated=np.array([False] * (n - 1) + [True]),
+        truncated=np.zeros(n, bool),
+    )
+    fields.update(override)
+    return TransitionBatch(**fields)
+
+
+@pytest.mark.parametrize("spec", [CARTPOLE, PENDULUM], ids=["discrete", "box"])
+def test_transitions_round_trip(spec):
+    batch = make_batch(spec)
+    out = codec.decode_transitions(codec.encode_transitions(batch), spec)
+    assert (out.actor_id, out.session, out.seq, out.policy_version) == ("pi-01", 123, 7, 3)
+    for name in TransitionBatch.ARRAYS:
+        np.testing.assert_array_equal(getattr(out, name), getattr(batch, name))
+    assert out.action.dtype == spec.action_dtype
+    assert out.terminated.dtype == bool and out.terminated[-1] and not out.truncated.any()
+
+
+def _replace_header(payload: bytes, **changes) -> bytes:
+    import json
+
+    magic, version, hlen = struct.unpack_from("<4sHI", payload)
+    header = json.loads(payload[10 : 10 + hlen])
+    header.update(changes)
+    h = json.dumps(header).encode()
+    return struct.pack("<4sHI", magic, version, len(h)) + h + payload[10 + hlen :]
+
+
+GOOD = codec.encode_transitions(make_batch())
+
+# (case id, payload, spec, expected reason)
+REJECTIONS = [
+    ("empty", b"", CARTPOLE, "truncated"),
+    ("prefix only", GOOD[:8], CARTPOLE, "truncated"),
+    ("cut arrays", GOOD[:-3], CARTPOLE, "truncated"),
+    ("cut header", GOOD[:20], CARTPOLE, "truncated"),
+    ("wrong magic", b"XXXX" + GOOD[4:], CARTPOLE, "bad_magic"),
+    ("policy magic", codec.MAGIC_POLICY + GOOD[4:], CARTPOLE, "bad_magic"),
+    ("version 2", GOOD[:4] + struct.pack("<H", 2) + GOOD[6:], CARTPOLE, "bad_version"),
+    ("version 0", GOOD[:4] + struct.pack("<H", 0) + GOOD[6:], CARTPOLE, "bad_version"),
+    ("header not json", GOOD[:10] + b"{" * (len(GOOD) - 10), CARTPOLE, "bad_header"),
+    ("trailing bytes", GOOD + b"\0\0\0\0", CARTPOLE, "bad_array"),
+    ("negative seq", _replace_header(GOOD, seq=-1), CARTPOLE, "bad_header"),
+    ("seq not int", _replace_header(GOOD, seq="7"), CARTPOLE, "bad_header"),
+    ("n mismatch", _replace_header(GOOD, n=4), CARTPOLE, "shape"),
+    ("obs wrong shape", codec.encode_transitions(
+        make_batch(obs=np.zeros((5, 3), np.float32))), CARTPOLE, "shape"),
+    ("next_obs 2-d extra", codec.encode_transitions(
+        make_batch(next_obs=np.zeros((5, 4, 1), np.float32))), CARTPOLE, "shape"),
+    ("float action for discrete", codec.encode_transitions(
+        make_batch(action=np.zeros(5, np.float32))), CARTPOLE, "dtype"),
+    ("obs float64", _replace_header(GOOD, arrays=[
+        {**a, "dtype": "<f8"} if a["name"] == "obs" else a
+        for a in __import__("json").loads(GOOD[10:10 + struct.unpack_from("<I", GOOD, 6)[0]])[
+            "arrays"]]), CARTPOLE, "dtype"),
+    ("nan obs", codec.encode_transitions(
+        make_batch(obs=np.full((5, 4), np.nan, np.float32))), CARTPOLE, "non_finite"),
+    ("inf reward", codec.encode_transitions(
+        make_batch(reward=np.array([1, 1, np.inf, 1, 1], np.float32))), CARTPOLE, "non_finite"),
+    ("action 2 of 2", codec.encode_transitions(
+        make_batch(action=np.array([0, 1, 2, 0, 1], np.int64))), CARTPOLE, "action_range"),
+    ("negative action", codec.encode_transitions(
+        make_batch(action=np.array([0, -1, 0, 0, 1], np.int64))), CARTPOLE, "action_range"),
+    ("box action out of bounds", codec.encode_transitions(
+        make_batch(PENDULUM, action=np.full((5, 1), 2.5, np.float32))), PENDULUM, "action_range"),
+    ("box action nan", codec.encode_transitions(
+        make_batch(PENDULUM, action=np.full((5, 1), np.nan, np.float32))), PENDULUM, "non_finite"),
+    ("oversized", GOOD + b"\0" * 2_000_000, CARTPOLE, "too_large"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "payload,spec,reason", [c[1:] for c in REJECTIONS], ids=[c[0] for c in REJECTIONS]
+)
+def test_transition_rejections(payload, spec, reason):
+    with pytest.raises(codec.CodecError) as err:
+        codec.decode_transitions(payload, spec)
+    assert err.value.reason == reason
+
+
+def test_peek_count_reads_n_or_zero():
+    assert codec.peek_count(GOOD) == 5
+    assert codec.peek_count(b"garbage") == 0
+
+
+def make_manifest(**override) -> PolicyManifest:
+    fields = dict(
+        policy_version=4,
+        algo="dqn",
+        env_id="CartPole-v1",
+        env_spec=CARTPOLE,
+        precision="int8",
+        input_quant=QuantParams("int8", 0.02, -3),
+        output_quant=QuantParams("int8", 0.1, 5),
+        obs_mean=(0.0, 0.1, 0.0, -0.1),
+        obs_std=(1.0, 0.5, 0.1, 0.7),
+        exploration={"epsilon": 0.05},
+        learner_step=1000,
+        model_sha256="ab" * 32,
+        model_size=1234,
+        codec="zlib",
+        run_id="r1",
+    )
+    fields.update(override)
+    return PolicyManifest(**fields)
+
+
+def test_policy_round_trip_and_model_compression():
+    model = bytes(range(256)) * 40
+    bundle = PolicyBundle(make_manifest(), codec.compress_model(model, "zlib"))
+    out = codec.decode_policy(codec.encode_policy(bundle))
+    assert out.manifest == bundle.manifest
+    assert codec.decompress_model(out.payload, "zlib", 1 << 20) == model
+    assert len(bundle.payload) < len(model) / 5
+
+
+@pytest.mark.parametrize(
+    "mutate,reason",
+    [
+        (lambda p: p[:6], "truncated"),
+        (lambda p: codec.MAGIC_TRANSITIONS + p[4:], "bad_magic"),
+        (lambda p: p[:4] + struct.pack("<H", 9) + p[6:], "bad_version"),
+        (lambda p: _replace_header(p, env_spec={"obs_shape": []}), "bad_manifest"),
+        (lambda p: _replace_header(p, policy_version="x"), "bad_manifest"),
+    ],
+    ids=["truncated", "magic", "version", "bad spec", "bad version field"],
+)
+def test_policy_rejections(mutate, reason):
+    payload = codec.encode_policy(PolicyBundle(make_manifest(), b"model"))
+    with pytest.raises(codec.CodecError) as err:
+        codec.decode_policy(mutate(payload))
+    assert err.value.reason == reason
+
+
+def test_decompress_is_bounded():
+    bomb = codec.compress_model(b"\0" * 5_000_000, "zlib")
+    with pytest.raises(codec.CodecError) as err:
+        codec.decompress_model(bomb, "zlib", 1_000_000)
+    assert err.value.reason == "too_large"
+    with pytest.raises(codec.CodecError):
+        codec.decompress_model(b"not zlib", "zlib", 1000)
+
+
+def test_status_and_control_round_trip_and_reject():
+    status = ActorStatus(actor_id="a", state="running", env_steps=5, recent_return=12.5)
+    assert codec.decode_status(codec.encode_status(status)) == status
+    ctrl = ControlMessage("paused", "behind")
+    assert codec.decode_control(codec.encode_control(ctrl)) == ctrl
+    with pytest.raises(codec.CodecError):
+        codec.decode_control(_replace_header(codec.encode_control(ctrl), state="exploding"))
+    with pytest.raises(codec.CodecError):
+        codec.decode_status(b"offline")
