@@ -1,0 +1,158 @@
+"""The DQN update step: replay batch in, one gradient step out. No I/O, no threads, no clocks.
+
+The learner node drives it::
+
+    learner = DQNLearner(spec, config, seed)
+    while running:
+        metrics = learner.update(replay.sample(config.batch_size))
+        if learner.updates % export_every == 0:
+            publish(export_policy(learner.q_network, replay.observations(n)))
+
+Double DQN (van Hasselt et al. 2016) with a hard-copied target network, Huber loss and
+global-norm gradient clipping, as Stable-Baselines3's DQN (plus the double-DQN target).
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from edge_rl.agents.dqn.config import DQNConfig
+from edge_rl.agents.dqn.networks import make_q_network
+from edge_rl.replay.buffer import ReplaySample
+from edge_rl.specs import EnvSpec
+
+T = tf.Tensor
+
+
+def dqn_target(
+    reward: tf.Tensor,
+    terminated: tf.Tensor,
+    next_q_target: tf.Tensor,
+    gamma: float,
+    next_q_online: tf.Tensor | None = None,
+) -> tf.Tensor:
+    """Bellman target ``[B]`` from rewards ``[B]``, terminal flags ``[B]`` and ``Q(s') [B, A]``.
+
+    Double DQN (``next_q_online`` given): the online net picks the action, the target
+    net rates it, which removes the max operator's over-estimation bias:
+        y = r + gamma * (1 - terminated) * Q_target(s', argmax_a Q_online(s', a))
+    Plain DQN (``next_q_online`` is None):
+        y = r + gamma * (1 - terminated) * max_a Q_target(s', a)
+    ``terminated`` only, never ``truncated``: a time-limit cut still bootstraps.
+    """
+    reward = tf.convert_to_tensor(reward, tf.float32)
+    terminated = tf.convert_to_tensor(terminated, tf.float32)
+    next_q_target = tf.convert_to_tensor(next_q_target, tf.float32)
+    if next_q_online is None:
+        next_value = tf.reduce_max(next_q_target, axis=1)  # [B]
+    else:
+        best = tf.argmax(next_q_online, axis=1)  # [B]
+        next_value = tf.gather(next_q_target, best, batch_dims=1)  # [B]
+    return reward + gamma * (1.0 - terminated) * next_value
+
+
+def huber(error: tf.Tensor, delta: float) -> tf.Tensor:
+    """Elementwise Huber loss: quadratic within ``delta``, linear outside (bounded gradient)."""
+    abs_error = tf.abs(error)
+    quadratic = tf.minimum(abs_error, delta)
+    return 0.5 * tf.square(quadratic) + delta * (abs_error - quadratic)
+
+
+class DQNLearner:
+    """Online and target Q-networks plus an Adam optimiser; ``update`` is one gradient step."""
+
+    def __init__(self, spec: EnvSpec, config: DQNConfig, seed: int = 0) -> None:
+        if not spec.discrete:
+            raise ValueError("DQN needs a discrete action space (spec.num_actions > 0)")
+        self.spec, self.config = spec, config
+        self.obs_dim = int(np.prod(spec.obs_shape))
+        self.num_actions = spec.num_actions
+        self._online = make_q_network(self.obs_dim, self.num_actions, config.hidden, seed)
+        self._target = make_q_network(self.obs_dim, self.num_actions, config.hidden, seed)
+        self._optimizer = keras.optimizers.Adam(
+            learning_rate=config.learning_rate, global_clipnorm=config.max_grad_norm
+        )
+        # Build the optimiser's slots now: creating variables inside a tf.function trace
+        # is fragile, and this keeps the first update as cheap as the rest.
+        self._optimizer.build(self._online.trainable_variables)
+        self.updates = 0  # gradient steps taken
+
+        # A None batch dimension so that one trace serves every batch size.
+        obs = tf.TensorSpec([None, self.obs_dim], tf.float32)
+        vec = tf.TensorSpec([None], tf.float32)
+        batch_signature = [obs, tf.TensorSpec([None], tf.int64), vec, obs, vec]
+        self._step = tf.function(self._train_step, input_signature=batch_signature)
+        self._td = tf.function(self._td_errors, input_signature=batch_signature)
+        self._q = tf.function(lambda x: self._online(x, training=False), input_signature=[obs])
+        # Compiled: eager `assign`s per variable cost several times the one graph call.
+        self._sync = tf.function(self._copy_online_to_target)
+        self.sync_target()  # the target starts as a copy of the online net
+
+    @property
+    def q_network(self) -> keras.Model:
+        """The online network (what the exporter converts and the actors run)."""
+        return self._online
+
+    @property
+    def target_network(self) -> keras.Model:
+        return self._target
+
+    def update(self, batch: ReplaySample) -> dict[str, float]:
+        """One gradient step on ``batch``; hard-copies the target every N updates."""
+        metrics = self._step(*self._tensors(batch)).numpy()  # one host sync for both metrics
+        self.updates += 1
+        if self.updates % self.config.target_update_interval == 0:
+            self.sync_target()
+        return {"loss": float(metrics[0]), "mean_q": float(metrics[1])}
+
+    def sync_target(self) -> None:
+        """theta_target <- theta_online (hard copy, Mnih et al. 2015)."""
+        self._sync()
+
+    def _copy_online_to_target(self) -> None:
+        for target, online in zip(self._target.weights, self._online.weights, strict=True):
+            target.assign(online)
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """Online-net Q-values ``[n, A]`` for raw observations ``[n, *obs_shape]``."""
+        x = np.asarray(obs, np.float32).reshape(-1, self.obs_dim)
+        return self._q(x).numpy()
+
+    def td_errors(self, batch: ReplaySample) -> np.ndarray:
+        """``|y - Q(s, a)|`` per transition ``[B]`` against the current target net."""
+        return self._td(*self._tensors(batch)).numpy()
+
+    def _tensors(self, batch: ReplaySample) -> tuple[np.ndarray, ...]:
+        n = int(np.shape(batch.reward)[0])
+        return (
+            np.asarray(batch.obs, np.float32).reshape(n, self.obs_dim),
+            np.asarray(batch.action, np.int64).reshape(n),
+            np.asarray(batch.reward, np.float32).reshape(n),
+            np.asarray(batch.next_obs, np.float32).reshape(n, self.obs_dim),
+            np.asarray(batch.terminated, np.float32).reshape(n),
+        )
+
+    def _target_values(
+        self, reward: tf.Tensor, next_obs: tf.Tensor, terminated: tf.Tensor
+    ) -> tf.Tensor:
+        next_q_target = self._target(next_obs, training=False)  # [B, A]
+        next_q_online = self._online(next_obs, training=False) if self.config.double_dqn else None
+        y = dqn_target(reward, terminated, next_q_target, self.config.gamma, next_q_online)
+        return tf.stop_gradient(y)  # the target is a regression label, not a function of theta
+
+    def _train_step(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tf.Tensor:
+        y = self._target_values(reward, next_obs, terminated)  # [B]
+        variables = self._online.trainable_variables
+        with tf.GradientTape() as tape:
+            q_taken = tf.gather(self._online(obs, training=True), action, batch_dims=1)  # [B]
+            loss = tf.reduce_mean(huber(y - q_taken, self.config.huber_delta))
+        grads = tape.gradient(loss, variables)
+        self._optimizer.apply_gradients(zip(grads, variables, strict=True))  # global-norm clipped
+        return tf.stack([loss, tf.reduce_mean(q_taken)])
+
+    def _td_errors(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tf.Tensor:
+        y = self._target_values(reward, next_obs, terminated)
+        q_taken = tf.gather(self._online(obs, training=False), action, batch_dims=1)  # [B]
+        return tf.abs(y - q_taken)

@@ -1,0 +1,45 @@
+"""Run an exported model in its own runtime (LiteRT) and compare it with the float model.
+
+The learner checks every export before publishing it: a conversion that silently changes
+the greedy action is worse than no new policy at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+
+from edge_rl.edge.runtime import TFLitePolicy
+from edge_rl.export.tflite import ExportedModel
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    n: int  # observations compared
+    greedy_agreement: float  # fraction of rows whose argmax matches the float model's
+    max_abs_error: float  # over all rows and outputs
+    mean_abs_error: float
+
+
+def check_q_parity(exported: ExportedModel, model: keras.Model, obs: np.ndarray) -> ParityReport:
+    """Compare LiteRT on ``exported`` with ``model`` on raw observations ``obs [n, obs_dim]``.
+
+    LiteRT goes through ``TFLitePolicy``, the actor's own loader, so that the
+    normalisation and (de)quantisation the actor does are part of what is checked.
+    """
+    obs = np.asarray(obs, np.float32)
+    if obs.ndim < 2 or obs.shape[0] == 0:
+        raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
+    policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
+    q_lite = policy.batch(obs)  # [n, A]
+    q_float = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, A]
+    error = np.abs(q_lite - q_float)
+    agree = np.argmax(q_lite, axis=1) == np.argmax(q_float, axis=1)  # [n]
+    return ParityReport(
+        n=int(obs.shape[0]),
+        greedy_agreement=float(np.mean(agree)),
+        max_abs_error=float(error.max()),
+        mean_abs_error=float(error.mean()),
+    )
