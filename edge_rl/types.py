@@ -75,6 +75,9 @@ class PolicyManifest:
     model_sha256: str  # of the uncompressed .tflite bytes
     model_size: int  # bytes of the uncompressed .tflite
     codec: str  # compression of the model bytes in the bundle: "zlib" | "none"
+    # What the model outputs: "q_centered" (DQN: Q(s,a) - mean_a Q(s,a), same argmax as Q),
+    # "q_values", or "action" (already inside the env's bounds).
+    output_kind: str = "q_centered"
     run_id: str = ""
     created_unix: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)

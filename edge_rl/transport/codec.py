@@ -262,6 +262,7 @@ def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
             model_sha256=str(d["model_sha256"]),
             model_size=int(d["model_size"]),
             codec=str(d["codec"]),
+            output_kind=str(d.get("output_kind", "q_values")),
             run_id=str(d.get("run_id", "")),
             created_unix=float(d.get("created_unix", 0.0)),
             extra=dict(d.get("extra", {})),

@@ -188,3 +188,13 @@ def test_rejects_continuous_actions() -> None:
     spec = EnvSpec(obs_shape=(3,), action_shape=(1,), action_low=(-1.0,), action_high=(1.0,))
     with pytest.raises(ValueError, match="discrete"):
         DQNLearner(spec, DQNConfig())
+
+
+def test_compile_traces_without_stepping():
+    learner = DQNLearner(SPEC4, DQNConfig(hidden=(8,)), seed=0)
+    before = [w.copy() for w in learner.q_network.get_weights()]
+    learner.compile()
+    assert learner.updates == 0
+    for a, b in zip(before, learner.q_network.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert learner._step.experimental_get_tracing_count() == 1

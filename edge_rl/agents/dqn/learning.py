@@ -107,6 +107,15 @@ class DQNLearner:
             self.sync_target()
         return {"loss": float(metrics[0]), "mean_q": float(metrics[1])}
 
+    def compile(self) -> None:
+        """Trace the compiled functions now, without taking a step.
+
+        Tracing runs Python under the GIL for seconds; the learner does it before the fleet
+        starts, so that its ingest thread is never starved during the first update.
+        """
+        self._step.get_concrete_function()
+        self._q.get_concrete_function()
+
     def sync_target(self) -> None:
         """theta_target <- theta_online (hard copy, Mnih et al. 2015)."""
         self._sync()

@@ -1,0 +1,222 @@
+"""``edge-rl``: learn | actor | fleet | eval.
+
+Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
+TensorFlow (the learner's parts are imported by ``learn`` only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+
+log = logging.getLogger("edge_rl")
+
+
+def _setup_logging(verbose: bool, file: Path | None = None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if file is not None:
+        handlers.append(logging.FileHandler(file))
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+def _parse_sets(sets: tuple[str, ...]) -> dict:
+    import yaml
+
+    out = {}
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise click.BadParameter(f"--set takes KEY=VALUE, got {item!r}")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """edge-rl: a host learner, int8 LiteRT actors on edge boards, MQTT in between."""
+    ctx.obj = {"verbose": verbose}
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), help="Run directory (default runs/<name>).")
+@click.option("--broker", help="mqtt://HOST:PORT of an existing broker (default: embedded).")
+@click.option("--fleet", "n_fleet", type=int, help="Simulated actors to start (overrides config).")
+@click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
+@click.option("--seed", type=int, help="Overrides the config's seed.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
+@click.pass_context
+def learn(ctx, config_path, out, broker, n_fleet, board, seed, sets) -> None:
+    """Train: a learner, an embedded broker unless --broker, and a simulated fleet."""
+    import os
+
+    import yaml
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no CUDA noise
+    from edge_rl.config import load_run_config
+
+    overrides = _parse_sets(sets)
+    if seed is not None:
+        overrides["seed"] = seed
+    if n_fleet is not None:
+        overrides["fleet.actors"] = n_fleet
+    if board is not None:
+        overrides["fleet.board"] = board
+    try:
+        cfg = load_run_config(config_path, overrides)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    run_dir = Path(out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _setup_logging(ctx.obj["verbose"], run_dir / "learner.log")
+    import dataclasses
+
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
+    summary = _learn(cfg, run_dir, broker)
+    click.echo(json.dumps(summary, indent=2))
+    click.echo(f"run directory: {run_dir}")
+
+
+def _plain(x):
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _learn(cfg, run_dir: Path, broker: str | None) -> dict:
+    from contextlib import ExitStack
+
+    from edge_rl.fleet.fleet import Fleet, board_file
+    from edge_rl.nodes.learner_node import LearnerNode
+    from edge_rl.telemetry.progress import LiveView
+    from edge_rl.transport.broker import EmbeddedBroker
+
+    with ExitStack() as stack:
+        if broker is None:
+            embedded = stack.enter_context(EmbeddedBroker(log_dir=run_dir))
+            broker = embedded.url
+            log.info("embedded %s broker on %s", embedded.kind, broker)
+        fleet = None
+        if cfg.fleet.actors > 0:
+            fleet = Fleet(
+                cfg.fleet.actors,
+                board_file(cfg.fleet.board),
+                broker,
+                cfg.env_id,
+                run=cfg.run,
+                root=cfg.transport.root,
+                seed=cfg.seed,
+                log_dir=run_dir / "fleet",
+            )
+            stack.enter_context(fleet)
+        view = stack.enter_context(LiveView(cfg.total_env_steps))
+        node = LearnerNode(
+            cfg, broker, run_dir, fleet_alive=fleet.alive if fleet else None, view=view
+        )
+        return node.run()
+
+
+@main.command()
+@click.option("--board", required=True, help="Board file, or a name in firmware_configs/.")
+@click.option("--broker", required=True, help="mqtt://HOST:PORT")
+@click.option("--env", "env_id", required=True, help="Gymnasium id or package.module:callable.")
+@click.option("--id", "actor_id", required=True, help="This actor's id (one topic level).")
+@click.option("--run", default="default", show_default=True, help="Run name (topic level).")
+@click.option("--root", default="edge-rl", show_default=True, help="Topic root.")
+@click.option("--seed", type=int, help="Environment and exploration seed.")
+@click.option("--max-env-steps", type=int, help="Exit after this many env steps.")
+@click.pass_context
+def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps) -> None:
+    """Run one actor: LiteRT policy, on-device exploration, transitions to the learner."""
+    from edge_rl.edge.board import load_board
+    from edge_rl.fleet.fleet import board_file
+    from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+
+    _setup_logging(ctx.obj["verbose"])
+    try:
+        board_cfg = load_board(board_file(board))
+        opts = ActorOptions(actor_id, env_id, broker, root, run, seed, max_env_steps)
+        node = ActorNode(board_cfg, opts)
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    # SIGTERM (systemd, the fleet) stops like the learner's "stopped": flush, say goodbye.
+    signal.signal(signal.SIGTERM, lambda *_: setattr(node, "run_state", "stopped"))
+    try:
+        node.run()
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command()
+@click.option("--broker", required=True, help="mqtt://HOST:PORT")
+@click.option("--env", "env_id", required=True)
+@click.option("-n", "n", type=int, default=4, show_default=True, help="Number of actors.")
+@click.option("--board", default="rpi4", show_default=True)
+@click.option("--run", default="default", show_default=True)
+@click.option("--root", default="edge-rl", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--log-dir", type=click.Path(file_okay=False), help="One log file per actor.")
+@click.pass_context
+def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir) -> None:
+    """Start N simulated actors (real processes) against a broker; Ctrl-C stops them."""
+    from edge_rl.fleet.fleet import Fleet, board_file
+
+    _setup_logging(ctx.obj["verbose"])
+    f = Fleet(n, board_file(board), broker, env_id, run=run, root=root, seed=seed,
+              log_dir=Path(log_dir) if log_dir else None)  # fmt: skip
+    with f:
+        try:
+            while f.alive():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            click.echo("stopping the fleet")
+    click.echo(f"exit codes: {f.exit_codes()}")
+
+
+@main.command("eval")
+@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.option("--env", "env_id", required=True)
+@click.option("--episodes", type=int, default=10, show_default=True)
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False),
+              help="Manifest JSON (default: manifest.json beside the model).")  # fmt: skip
+@click.option("--seed", type=int, default=10_000, show_default=True)
+def eval_(model, env_id, episodes, manifest, seed) -> None:
+    """Evaluate a .tflite policy greedily in LiteRT."""
+    from edge_rl.edge.evaluate import evaluate, load_manifest_beside
+    from edge_rl.transport.codec import CodecError, manifest_from_dict
+
+    path = Path(model)
+    try:
+        m = (
+            manifest_from_dict(json.loads(Path(manifest).read_text()))
+            if manifest
+            else load_manifest_beside(path)
+        )
+        result = evaluate(path.read_bytes(), env_id, episodes, manifest=m, seed=seed)
+    except (ValueError, CodecError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(
+        json.dumps(
+            {"env_id": env_id, "episodes": episodes, "mean_return": result.mean,
+             "std_return": result.std, "returns": list(result.returns)}, indent=2
+        )
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Run configuration: frozen dataclasses, loaded from YAML with unknown keys rejected.
+
+cfg = load_run_config("examples/cartpole_dqn.yaml")   # ValueError names the bad key
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dacite
+import yaml
+
+from edge_rl.agents.dqn.config import DQNConfig  # plain dataclass: no TensorFlow import
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    actors: int = 4  # simulated actor processes started by `edge-rl learn` (0: none)
+    board: str = "rpi4"  # firmware_configs/<board>.yaml
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.actors <= 64:
+            raise ValueError(f"fleet.actors must be in [0, 64], got {self.actors}")
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    root: str = "edge-rl"  # topics live under <root>/<run>/
+    max_payload_bytes: int = 1_000_000  # larger transition batches are rejected
+    ingest_queue: int = 2_000  # payloads buffered between paho's thread and ingest
+
+    def __post_init__(self) -> None:
+        if self.max_payload_bytes < 1024 or self.ingest_queue < 1:
+            raise ValueError("transport.max_payload_bytes >= 1024 and ingest_queue >= 1")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    precision: str = "int8"  # int8 (full-integer) | fp16 | fp32
+    every_updates: int = 500  # export + publish after this many gradient updates
+    calibration_size: int = 1_000  # replay observations for int8 calibration
+    parity_size: int = 1_000  # held-out replay observations for the parity check
+    min_greedy_agreement: float = 0.9  # DQN: an export below this is not published
+    codec: str = "zlib"  # compression of the model in the bundle
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("int8", "fp16", "fp32"):
+            raise ValueError(f"export.precision must be int8, fp16 or fp32: {self.precision!r}")
+        if self.every_updates < 1 or self.calibration_size < 10 or self.parity_size < 10:
+            raise ValueError("export.every_updates >= 1, calibration/parity sizes >= 10")
+        if not 0.0 <= self.min_greedy_agreement <= 1.0:
+            raise ValueError("export.min_greedy_agreement must be in [0, 1]")
+        if self.codec not in ("zlib", "none"):
+            raise ValueError(f"export.codec must be zlib or none: {self.codec!r}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    env_id: str
+    algo: str = "dqn"
+    run: str = "default"  # topic level under transport.root; one run per name on a broker
+    seed: int = 0
+
+    # Budget and pacing, all counted in transitions received from the fleet.
+    total_env_steps: int = 50_000
+    learning_starts: int = 1_000
+    replay_capacity: int = 100_000
+    replay_ratio: float = 0.5  # gradient updates per transition received
+    # Flow control: pause the fleet when the learner falls this many transitions behind
+    # the replay ratio, resume at half of it (keeps the data from outrunning the policy).
+    max_lag_transitions: int = 2_000
+    max_policy_lag: int | None = None  # reject batches acted this many versions ago
+    eval_episodes: int = 10
+
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
+    transport: TransportConfig = field(default_factory=TransportConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
+
+    def __post_init__(self) -> None:
+        if self.algo != "dqn":
+            raise ValueError(f"algo must be 'dqn' (TD3 arrives with issue 2/4), got {self.algo!r}")
+        if self.total_env_steps < 1 or self.learning_starts < 0 or self.replay_capacity < 1:
+            raise ValueError("total_env_steps >= 1, learning_starts >= 0, replay_capacity >= 1")
+        if not 0 < self.replay_ratio <= 64:
+            raise ValueError(f"replay_ratio must be in (0, 64], got {self.replay_ratio}")
+        if self.max_lag_transitions < 1 or self.eval_episodes < 1:
+            raise ValueError("max_lag_transitions >= 1 and eval_episodes >= 1")
+
+
+def run_config_from_dict(data: dict[str, Any]) -> RunConfig:
+    try:
+        return dacite.from_dict(RunConfig, data, config=dacite.Config(strict=True, cast=[tuple]))
+    except dacite.DaciteError as e:
+        raise ValueError(f"bad run config: {e}") from None
+
+
+def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Load YAML; ``overrides`` are dotted keys (``{"dqn.learning_rate": 1e-3}``)."""
+    path = Path(path)
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level must be a mapping")
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    try:
+        return run_config_from_dict(data)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None

@@ -1,0 +1,1 @@
+"""Simulated device fleet: N real actor processes running exactly `edge-rl actor`."""

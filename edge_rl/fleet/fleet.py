@@ -1,0 +1,113 @@
+"""Start and stop N actor processes, each ``python -m edge_rl.cli actor ...``.
+
+    with Fleet(n=4, board=board_file("rpi4"), broker=url, env="CartPole-v1", run="r1",
+               log_dir=run_dir / "fleet") as fleet:
+        ...              # fleet.alive() is False once every process has exited
+
+Each member is the same code path a real board runs; only the board file's emulation
+section (a compute slow-down) makes this host behave like that board.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FIRMWARE_DIR = Path(__file__).resolve().parents[2] / "firmware_configs"
+
+
+def board_file(board: str) -> Path:
+    """``rpi4`` -> ``firmware_configs/rpi4.yaml``; a path is returned as it is."""
+    p = Path(board)
+    if p.suffix in (".yaml", ".yml"):
+        return p
+    return FIRMWARE_DIR / f"{board}.yaml"
+
+
+class Fleet:
+    def __init__(
+        self,
+        n: int,
+        board: Path,
+        broker: str,
+        env: str,
+        *,
+        run: str = "default",
+        root: str = "edge-rl",
+        seed: int = 0,
+        log_dir: Path | None = None,
+        id_prefix: str = "sim",
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        if n < 1:
+            raise ValueError("a fleet needs at least one actor")
+        if not board.exists():
+            raise FileNotFoundError(f"board file {board} not found")
+        self.n, self.board, self.broker, self.env = n, board, broker, env
+        self.run, self.root, self.seed = run, root, seed
+        self.log_dir, self.id_prefix, self.extra_args = log_dir, id_prefix, extra_args
+        self.procs: list[subprocess.Popen] = []
+        self._logs: list = []
+
+    def actor_ids(self) -> list[str]:
+        return [f"{self.id_prefix}-{i:02d}" for i in range(self.n)]
+
+    def start(self) -> Fleet:
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        for i, actor_id in enumerate(self.actor_ids()):
+            cmd = [
+                sys.executable, "-m", "edge_rl.cli", "actor",
+                "--board", str(self.board), "--broker", self.broker, "--env", self.env,
+                "--id", actor_id, "--run", self.run, "--root", self.root,
+                "--seed", str(self.seed + 1000 * (i + 1)), *self.extra_args,
+            ]  # fmt: skip
+            out = subprocess.DEVNULL
+            if self.log_dir is not None:
+                out = open(self.log_dir / f"{actor_id}.log", "w")  # noqa: SIM115
+                self._logs.append(out)
+            self.procs.append(
+                subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+            )
+        log.info("fleet: started %d actors (%s) on %s", self.n, self.board.stem, self.broker)
+        return self
+
+    def alive(self) -> bool:
+        return any(p.poll() is None for p in self.procs)
+
+    def exit_codes(self) -> list[int | None]:
+        return [p.poll() for p in self.procs]
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for every actor to exit by itself; True if they all did in time."""
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return not self.alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Let actors finish (they stop on the learner's "stopped"), then terminate, then kill."""
+        if not self.wait(timeout):
+            for p in self.procs:
+                if p.poll() is None:
+                    p.terminate()
+            if not self.wait(5.0):
+                for p in self.procs:
+                    if p.poll() is None:
+                        p.kill()
+                self.wait(5.0)
+        for f in self._logs:
+            f.close()
+
+    def __enter__(self) -> Fleet:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

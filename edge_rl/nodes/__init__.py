@@ -1,0 +1,1 @@
+"""Nodes: the only place the stages meet (transport, policy slot, env, learner, replay)."""

@@ -1,0 +1,210 @@
+"""The actor node: one board's loop. ``edge-rl actor`` and every simulated fleet member run this.
+
+    node = ActorNode(board, ActorOptions(actor_id="pi-01", env="CartPole-v1", broker=url))
+    node.run()      # until the learner publishes control "stopped" (or max_env_steps)
+
+    loop:  policy = slot.current            # swapped in between two env steps
+           action = act(policy, obs)        # LiteRT invoke + on-device exploration
+           obs' = env.step(action)
+           batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
+
+Control: the actor steps only while the learner's retained control says ``running``. A
+``stopped`` seen after running flushes everything, publishes a final status and returns;
+a ``stopped`` left over from an earlier run (the first control seen) just waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge_rl.edge.batching import Batcher, Spool
+from edge_rl.edge.board import BoardConfig
+from edge_rl.edge.emulation import Throttle
+from edge_rl.edge.envs import make_env
+from edge_rl.edge.exploration import epsilon_greedy, random_action
+from edge_rl.edge.policy_slot import PolicySlot
+from edge_rl.specs import EnvSpec
+from edge_rl.transport import codec
+from edge_rl.transport.mqtt import MqttTransport
+from edge_rl.transport.topics import Topics
+from edge_rl.types import ActorState, ActorStatus, TransitionBatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ActorOptions:
+    actor_id: str
+    env: str  # gymnasium id or "package.module:callable"
+    broker: str  # mqtt://HOST:PORT
+    root: str = "edge-rl"
+    run: str = "default"
+    seed: int | None = None
+    max_env_steps: int | None = None  # stop by itself after this many steps (tests)
+
+
+class ActorNode:
+    def __init__(self, board: BoardConfig, opts: ActorOptions) -> None:
+        self.board, self.opts = board, opts
+        self.topics = Topics(opts.root, opts.run)
+        self.env = make_env(opts.env)
+        self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
+        self.rng = np.random.default_rng(opts.seed)
+        self.session = secrets.randbits(62)  # new per process: see TransitionBatch
+        self.slot = PolicySlot(
+            self.spec, num_threads=board.num_threads, max_model_bytes=board.max_policy_bytes
+        )
+        self.batcher = Batcher(
+            opts.actor_id, self.session, board.batch_size, board.flush_interval_s
+        )
+        self.spool = Spool(board.spool_limit_bytes)
+        self.throttle = Throttle(board.emulation.compute_slowdown)
+        self.run_state = "waiting"  # until the learner's control message says running
+        self._ran = False
+        self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
+        self.control_rejected = 0
+        self._returns: deque[float] = deque(maxlen=20)
+        self.transport = MqttTransport(
+            opts.broker,
+            client_id=f"actor-{opts.actor_id}",
+            subscriptions=[(self.topics.policy, 1), (self.topics.control, 1)],
+            on_message=self._on_message,
+            will=(self.topics.status(opts.actor_id), codec.encode_status(self._status("offline"))),
+            on_connect=lambda: self._publish_status("starting"),
+        )
+
+    # --- network thread -------------------------------------------------------------
+
+    def _on_message(self, topic: str, payload: bytes) -> None:
+        if topic == self.topics.policy:
+            self.slot.offer(payload)  # verified and loaded on the slot's thread
+        elif topic == self.topics.control:
+            try:
+                state = codec.decode_control(payload).state
+            except codec.CodecError as e:
+                self.control_rejected += 1
+                log.warning("control message rejected: %s", e)
+                return
+            if state == "stopped" and not self._ran:
+                return  # left over from an earlier run
+            self.run_state = state
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.transport.start()
+        self.slot.start()
+        if not self.transport.wait_connected(30):
+            log.warning("no broker at %s yet; still trying", self.opts.broker)
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+
+    def _loop(self) -> None:
+        obs, _ = self.env.reset(seed=self.opts.seed)
+        ep_return, next_status, rate_t, rate_steps = 0.0, 0.0, time.monotonic(), 0
+        while self.run_state != "stopped":
+            now = time.monotonic()
+            if now >= next_status:
+                self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
+                rate_t, rate_steps = now, self.env_steps
+                self._publish_status("running" if self.run_state == "running" else "paused")
+                next_status = now + self.board.status_interval_s
+            if self.run_state != "running":
+                self._ship(self.batcher.take())  # nothing sits in a batch while paused
+                time.sleep(0.01)
+                continue
+            self._ran = True
+            policy = self.slot.current  # one read: the swap point between two steps
+            t0 = time.perf_counter()
+            if policy is None:
+                version, action = 0, random_action(self.spec, self.rng)
+            else:
+                version = policy.manifest.policy_version
+                q = policy.runner(obs)
+                action = epsilon_greedy(
+                    q, policy.manifest.exploration.get("epsilon", 0.0), self.rng
+                )
+            next_obs, reward, terminated, truncated, _ = self.env.step(action)
+            self.throttle.charge(time.perf_counter() - t0)  # inference + env step
+            self.env_steps += 1
+            ep_return += float(reward)
+            self._ship(
+                self.batcher.add(version, obs, action, reward, next_obs, terminated, truncated)
+            )
+            if terminated or truncated:
+                self.episodes += 1
+                self._returns.append(ep_return)
+                ep_return = 0.0
+                obs, _ = self.env.reset()
+            else:
+                obs = next_obs
+            if self.batcher.ready():
+                self._ship(self.batcher.take())
+            if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
+                break
+
+    def _ship(self, batch: TransitionBatch | None) -> None:
+        if batch is not None:
+            self.spool.push(codec.encode_transitions(batch), len(batch))
+        if len(self.spool):
+            topic = self.topics.transitions(self.opts.actor_id)
+            before = len(self.spool)
+            self.transitions_sent += self.spool.drain(
+                lambda p: self.transport.publish(topic, p, qos=1)
+            )
+            self.batches_sent += before - len(self.spool)
+
+    def _shutdown(self) -> None:
+        """Flush what is batched and spooled (bounded wait), say goodbye, disconnect."""
+        self._ship(self.batcher.take())
+        deadline = time.monotonic() + 10
+        while len(self.spool) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self._ship(None)
+        self._publish_status("stopped", wait=5.0)
+        self.slot.stop()
+        self.transport.stop()
+        self.env.close()
+        log.info(
+            "actor %s done: %d env steps, %d transitions sent, %d dropped",
+            self.opts.actor_id,
+            self.env_steps,
+            self.transitions_sent,
+            self.spool.dropped_transitions,
+        )
+
+    # --- status -----------------------------------------------------------------------
+
+    steps_per_s = 0.0
+
+    def _status(self, state: ActorState) -> ActorStatus:
+        return ActorStatus(
+            actor_id=self.opts.actor_id,
+            state=state,
+            board=self.board.board,
+            runtime=self.slot.current.runner.runtime if self.slot.current else "",
+            policy_version=self.slot.version,
+            env_steps=self.env_steps,
+            episodes=self.episodes,
+            transitions_sent=self.transitions_sent,
+            batches_sent=self.batches_sent,
+            batches_dropped=self.spool.dropped_batches,
+            policies_rejected=sum(self.slot.rejected.values()),
+            env_steps_per_s=round(self.steps_per_s, 1),
+            recent_return=float(np.mean(self._returns)) if self._returns else None,
+            time_unix=time.time(),
+        )
+
+    def _publish_status(self, state: ActorState, wait: float = 0.0) -> None:
+        payload = codec.encode_status(self._status(state))
+        self.transport.publish(
+            self.topics.status(self.opts.actor_id), payload, qos=1, retain=True, wait=wait
+        )

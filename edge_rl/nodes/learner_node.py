@@ -1,0 +1,345 @@
+"""The learner node: ingest from the fleet, train at the replay ratio, publish policies.
+
+    node = LearnerNode(cfg, broker_url, run_dir)
+    summary = node.run()          # until total_env_steps transitions have been received
+
+    threads:  paho network  --(bounded queue)-->  ingest: decode, validate, dedup, replay.add
+              main: update at the replay ratio; every K updates export int8 -> parity -> publish
+                    flow control (pause the fleet when updates fall behind); progress + logs
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edge_rl.agents.dqn.config import epsilon_at
+from edge_rl.agents.dqn.learning import DQNLearner
+from edge_rl.config import RunConfig
+from edge_rl.edge.envs import make_env
+from edge_rl.edge.evaluate import evaluate
+from edge_rl.nodes.publisher import PolicyPublisher, Published
+from edge_rl.replay.buffer import ReplayBuffer
+from edge_rl.replay.ingest import Ingest
+from edge_rl.specs import EnvSpec
+from edge_rl.telemetry.logs import MetricsLog, write_json_atomic
+from edge_rl.telemetry.progress import LiveView
+from edge_rl.transport import codec
+from edge_rl.transport.mqtt import MqttTransport
+from edge_rl.transport.topics import Topics
+from edge_rl.types import ActorStatus, ControlMessage, RunState
+
+log = logging.getLogger(__name__)
+
+METRICS = [
+    "wall_s", "env_steps", "episodes", "recent_return", "updates", "updates_per_s", "loss",
+    "mean_q", "policy_version", "actors_online", "transitions_rejected",
+    "transitions_duplicate", "ingest_queue_dropped", "fleet_state", "epsilon",
+]  # fmt: skip
+
+
+class LearnerNode:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        broker_url: str,
+        run_dir: Path,
+        *,
+        fleet_alive: Callable[[], bool] | None = None,
+        view: LiveView | None = None,
+    ) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        env = make_env(cfg.env_id)
+        self.spec = EnvSpec.from_gym(env.observation_space, env.action_space)
+        env.close()
+        self.topics = Topics(cfg.transport.root, cfg.run)
+        self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
+        self.agent = DQNLearner(self.spec, cfg.dqn, seed=cfg.seed)
+        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir)
+        self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
+        self._published: Published | None = None
+        self.ingest = Ingest(
+            self.spec,
+            self.replay,
+            self.topics,
+            latest_version=lambda: self.version,
+            max_payload_bytes=cfg.transport.max_payload_bytes,
+            max_policy_lag=cfg.max_policy_lag,
+        )
+        self.inbox: queue.Queue[tuple[str, bytes]] = queue.Queue(cfg.transport.ingest_queue)
+        self.inbox_dropped = 0
+        self.actors: dict[str, ActorStatus] = {}
+        self.status_rejected = 0
+        self.fleet_state: RunState = "running"
+        self._fleet_alive = fleet_alive or (lambda: True)
+        self.view = view
+        self._stop = threading.Event()
+        self._control_lock = threading.Lock()
+        self._metrics: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
+        self.transport = MqttTransport(
+            broker_url,
+            client_id=f"learner-{cfg.run}",
+            subscriptions=[
+                (self.topics.all_transitions, 1),
+                (self.topics.all_status, 1),
+                (self.topics.policy, 1),
+            ],
+            on_message=self._on_message,
+            on_connect=self._on_connect,
+        )
+
+    # --- network thread: hand over, never work ---------------------------------------
+
+    def _on_message(self, topic: str, payload: bytes) -> None:
+        if topic.endswith("/transitions"):
+            try:
+                self.inbox.put_nowait((topic, payload))
+            except queue.Full:  # bounded: count it, the actor's seq gap shows it too
+                self.inbox_dropped += 1
+        elif topic.endswith("/status"):
+            try:
+                status = codec.decode_status(payload)
+                if status.actor_id == self.topics.actor_of(topic):
+                    self.actors[status.actor_id] = status
+            except codec.CodecError:
+                self.status_rejected += 1
+        elif topic == self.topics.policy:
+            # A retained policy from an earlier learner of this run: keep versions monotonic.
+            try:
+                v = codec.decode_policy(payload).manifest.policy_version
+                self.version = max(self.version, v)
+            except codec.CodecError:
+                pass
+
+    def _on_connect(self) -> None:
+        # The broker may have restarted without persistence: republish what actors need.
+        if self._published is not None:
+            self.transport.publish(self.topics.policy, self._published.payload, retain=True)
+        self._send_control(self.fleet_state)
+
+    def _send_control(self, state: RunState) -> None:
+        with self._control_lock:
+            if self.fleet_state == "stopped" and state != "stopped":
+                return  # stopping is final for this run
+            self.fleet_state = state
+            self.transport.publish(
+                self.topics.control, codec.encode_control(ControlMessage(state)), retain=True
+            )
+
+    def _ingest_loop(self) -> None:
+        while not (self._stop.is_set() and self.inbox.empty()):
+            try:
+                topic, payload = self.inbox.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if self.ingest.handle(topic, payload):
+                self._flow_control()
+
+    def _flow_control(self) -> None:
+        """Stop the fleet at the budget; pause it while the updates owed pile up.
+
+        Runs on the ingest thread, next to the data: a training thread stalled by a
+        compile or an export cannot send the pause itself.
+        """
+        if self.env_steps >= self.cfg.total_env_steps:
+            if self.fleet_state != "stopped":
+                self._send_control("stopped")
+            return
+        if self.env_steps < self.cfg.learning_starts:
+            return
+        behind = (self._target_updates() - self.agent.updates) / self.cfg.replay_ratio
+        if self.fleet_state == "running" and behind > self.cfg.max_lag_transitions:
+            self._send_control("paused")
+        elif self.fleet_state == "paused" and behind < self.cfg.max_lag_transitions / 2:
+            self._send_control("running")
+
+    # --- main thread ----------------------------------------------------------------
+
+    @property
+    def env_steps(self) -> int:
+        return self.ingest.stats.transitions
+
+    def _target_updates(self) -> int:
+        return int(self.cfg.replay_ratio * max(0, self.env_steps - self.cfg.learning_starts))
+
+    def run(self) -> dict[str, Any]:
+        self.agent.compile()  # before any data flows: see DQNLearner.compile
+        self.transport.start()
+        if not self.transport.wait_connected(15):
+            self.transport.stop()
+            raise ConnectionError(f"cannot reach the MQTT broker at {self.transport.url}")
+        time.sleep(0.3)  # a retained policy of this run, if any, arrives first
+        self.version = max(self.version, self._version_on_disk())
+        ingest = threading.Thread(target=self._ingest_loop, name="ingest", daemon=True)
+        ingest.start()
+        self._send_control("running")
+        log_ = MetricsLog(self.run_dir, METRICS)
+        self._t0 = time.monotonic()
+        self._rate = (self._t0, 0)
+        try:
+            while self.env_steps < self.cfg.total_env_steps:
+                self._train_for(0.05)
+                if self.fleet_state == "paused":
+                    self._flow_control()  # resume once caught up, even with no new data
+                if self.agent.updates - self._last_export_at() >= self.cfg.export.every_updates:
+                    self._export_and_publish()
+                self._tick(log_)
+                if self.fleet_state != "stopped" and not self._fleet_alive():
+                    raise RuntimeError("every fleet actor process has exited; see fleet logs")
+            self._send_control("stopped")  # (the ingest thread usually did already)
+            self._wait_for_actors(timeout=15)
+            while self.agent.updates < self._target_updates():  # pay the replay ratio in full
+                self._train_for(0.5)
+            self._export_and_publish()
+            self._tick(log_, force=True)
+        finally:
+            if self.fleet_state != "stopped":
+                self._send_control("stopped")
+            self._stop.set()
+            ingest.join(timeout=10)
+            log_.close()
+        summary = self._summary()
+        write_json_atomic(self.run_dir / "summary.json", summary)
+        self.transport.stop()
+        return summary
+
+    def _train_for(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        batch = self.cfg.dqn.batch_size
+        while time.monotonic() < deadline:
+            if self.agent.updates >= self._target_updates() or len(self.replay) < batch:
+                time.sleep(0.002)
+                return
+            self._metrics = self.agent.update(self.replay.sample(batch))
+
+    _last_export_updates = 0
+
+    def _last_export_at(self) -> int:
+        return self._last_export_updates
+
+    def _export_and_publish(self) -> None:
+        self._last_export_updates = self.agent.updates
+        if len(self.replay) < 20:
+            return
+        eps = epsilon_at(self.cfg.dqn, self.env_steps, self.cfg.total_env_steps)
+        published = self.publisher.export(
+            self.agent.q_network, self.version + 1, self.agent.updates, eps
+        )
+        if published is None:
+            return
+        if self.transport.publish(self.topics.policy, published.payload, retain=True):
+            # Assign, don't increment: the broker's echo of this publish may already have
+            # raised self.version on the network thread.
+            self.version = published.bundle.manifest.policy_version
+            self._published = published
+            self.publisher.save(published)
+        else:
+            log.warning("policy v%d not published: broker not connected", self.version + 1)
+
+    def _version_on_disk(self) -> int:
+        path = self.run_dir / "manifest.json"
+        if not path.exists():
+            return 0
+        import json
+
+        return int(json.loads(path.read_text()).get("policy_version", 0))
+
+    def _wait_for_actors(self, timeout: float) -> None:
+        """After "stopped": let running actors flush their last batches (bounded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = [a for a in self.actors.values() if a.state in ("running", "paused", "starting")]
+            if not busy and self.inbox.empty():
+                break
+            time.sleep(0.1)
+        time.sleep(0.2)
+        while not self.inbox.empty() and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+
+    _next_tick = 0.0
+
+    def _tick(self, log_: MetricsLog, force: bool = False) -> None:
+        now = time.monotonic()
+        if now < self._next_tick and not force:
+            return
+        self._next_tick = now + 1.0
+        t_prev, u_prev = self._rate
+        self._rate = (now, self.agent.updates)
+        row = self._row(now, (self.agent.updates - u_prev) / max(now - t_prev, 1e-9))
+        log_.write(row, step=row["env_steps"])
+        if self.view is not None:
+            self.view.update(row, dict(self.actors))
+
+    def _row(self, now: float, updates_per_s: float) -> dict[str, Any]:
+        s = self.ingest.stats
+        ret = self.ingest.recent_return()
+        return {
+            "wall_s": round(now - self._t0, 2),
+            "env_steps": s.transitions,
+            "episodes": s.episodes,
+            "recent_return": float("nan") if ret is None else ret,
+            "updates": self.agent.updates,
+            "updates_per_s": round(updates_per_s, 1),
+            "loss": self._metrics.get("loss", float("nan")),
+            "mean_q": self._metrics.get("mean_q", float("nan")),
+            "policy_version": self.version,
+            "actors_online": sum(a.state != "offline" for a in self.actors.values()),
+            "transitions_rejected": s.rejected_transitions,
+            "transitions_duplicate": s.duplicate_transitions,
+            "ingest_queue_dropped": self.inbox_dropped,
+            "fleet_state": self.fleet_state,
+            "epsilon": epsilon_at(self.cfg.dqn, s.transitions, self.cfg.total_env_steps),
+        }
+
+    def _summary(self) -> dict[str, Any]:
+        s = self.ingest.stats
+        result = None
+        if self._published is not None:
+            result = evaluate(
+                self._published.model,
+                self.cfg.env_id,
+                self.cfg.eval_episodes,
+                manifest=self._published.bundle.manifest,
+                seed=self.cfg.seed + 10_000,
+            )
+        p = self._published
+        return {
+            "env_id": self.cfg.env_id,
+            "algo": self.cfg.algo,
+            "seed": self.cfg.seed,
+            "env_steps": s.transitions,
+            "episodes": s.episodes,
+            "updates": self.agent.updates,
+            "wall_s": round(time.monotonic() - self._t0, 2),
+            "final_eval_return": result.mean if result else None,
+            "final_eval_return_std": result.std if result else None,
+            "eval_episodes": len(result.returns) if result else 0,
+            "eval_runtime": "litert",
+            "policy_version": self.version,
+            "policy_precision": self.cfg.export.precision,
+            "policy_model_bytes": len(p.model) if p else None,
+            "policy_payload_bytes": len(p.payload) if p else None,
+            "parity_greedy_agreement": p.parity.greedy_agreement if p else None,
+            "exports_failed": self.publisher.failed,
+            "transitions_received": s.transitions,
+            "transitions_rejected": s.rejected_transitions,
+            "transitions_duplicate": s.duplicate_transitions,
+            "batches_rejected": dict(s.rejected),
+            "batches_missing": self.ingest.missing_batches,
+            "ingest_queue_dropped": self.inbox_dropped,
+            "actors": {
+                a.actor_id: {
+                    "state": a.state,
+                    "env_steps": a.env_steps,
+                    "transitions_sent": a.transitions_sent,
+                    "policy_version": a.policy_version,
+                }
+                for a in self.actors.values()
+            },
+        }

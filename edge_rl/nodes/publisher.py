@@ -1,0 +1,99 @@
+"""Export the Q-network to TFLite, check it in LiteRT, and publish it as a policy bundle.
+
+A failing export is counted and not published: actors keep the previous policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edge_rl.config import RunConfig
+from edge_rl.export.parity import ParityReport, check_q_parity
+from edge_rl.export.tflite import ExportedModel, export_policy
+from edge_rl.replay.buffer import ReplayBuffer
+from edge_rl.specs import EnvSpec
+from edge_rl.telemetry.logs import write_bytes_atomic, write_json_atomic
+from edge_rl.transport import codec
+from edge_rl.types import PolicyBundle, PolicyManifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Published:
+    bundle: PolicyBundle
+    payload: bytes  # the encoded bundle as sent
+    model: bytes  # uncompressed .tflite
+    parity: ParityReport
+    export_seconds: float
+
+
+class PolicyPublisher:
+    def __init__(self, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, run_dir: Path) -> None:
+        self.cfg, self.spec, self.replay, self.run_dir = cfg, spec, replay, run_dir
+        self.rng = np.random.default_rng(cfg.seed + 1)
+        self.failed = 0
+        self.last_parity: ParityReport | None = None
+
+    def export(
+        self, q_network, version: int, learner_step: int, epsilon: float
+    ) -> Published | None:
+        """Export and check; the bundle, or None when the parity check fails."""
+        t0 = time.perf_counter()
+        e = self.cfg.export
+        # Calibration and parity observations are disjoint draws from replay.
+        obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
+        n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
+        exported = export_policy(q_network, obs[:n_cal], e.precision, center_output=True)
+        parity = check_q_parity(exported, q_network, obs[n_cal:])
+        self.last_parity = parity
+        if parity.greedy_agreement < e.min_greedy_agreement:
+            self.failed += 1
+            log.warning(
+                "export v%d not published: greedy agreement %.3f < %.3f",
+                version,
+                parity.greedy_agreement,
+                e.min_greedy_agreement,
+            )
+            return None
+        manifest = self._manifest(exported, version, learner_step, epsilon)
+        bundle = PolicyBundle(manifest, codec.compress_model(exported.tflite, e.codec))
+        return Published(
+            bundle, codec.encode_policy(bundle), exported.tflite, parity, time.perf_counter() - t0
+        )
+
+    def _manifest(
+        self, exported: ExportedModel, version: int, step: int, epsilon: float
+    ) -> PolicyManifest:
+        return PolicyManifest(
+            policy_version=version,
+            algo=self.cfg.algo,
+            env_id=self.cfg.env_id,
+            env_spec=self.spec,
+            precision=exported.precision,
+            input_quant=exported.input_quant,
+            output_quant=exported.output_quant,
+            obs_mean=exported.obs_mean,
+            obs_std=exported.obs_std,
+            exploration={"epsilon": float(epsilon)},
+            learner_step=step,
+            model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
+            model_size=len(exported.tflite),
+            codec=self.cfg.export.codec,
+            output_kind="q_centered" if exported.centered else "q_values",
+            run_id=self.cfg.run,
+            created_unix=time.time(),
+        )
+
+    def save(self, published: Published) -> None:
+        """The run directory always holds the last published model and its manifest."""
+        write_bytes_atomic(self.run_dir / "policy.tflite", published.model)
+        write_json_atomic(
+            self.run_dir / "manifest.json", codec.manifest_to_dict(published.bundle.manifest)
+        )

@@ -1,0 +1,1 @@
+"""Telemetry: run logs (CSV + TensorBoard) and the live terminal view."""

@@ -1,0 +1,54 @@
+"""Run logs a person can plot: ``metrics.csv`` (one row per tick) and TensorBoard scalars."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLog:
+    """Appends rows of scalars to ``<run>/metrics.csv`` and ``<run>/tb/`` (if TF is there)."""
+
+    def __init__(self, run_dir: Path, fields: list[str], tensorboard: bool = True) -> None:
+        self.fields = fields
+        self._file = open(run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115
+        self._csv = csv.DictWriter(self._file, fieldnames=fields, extrasaction="ignore")
+        self._csv.writeheader()
+        self._tb = None
+        if tensorboard:
+            import tensorflow as tf  # the learner host has it; boards never log here
+
+            self._tb = tf.summary.create_file_writer(str(run_dir / "tb"))
+
+    def write(self, row: dict[str, Any], step: int) -> None:
+        self._csv.writerow(row)
+        self._file.flush()
+        if self._tb is not None:
+            import tensorflow as tf
+
+            with self._tb.as_default(step=step):
+                for k, v in row.items():
+                    if isinstance(v, (int, float)) and v is not None and k != "env_steps":
+                        tf.summary.scalar(k, float(v))
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.flush()
+            self._tb.close()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader never sees half a file (write to a temp, then rename)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

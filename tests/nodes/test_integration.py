@@ -1,0 +1,122 @@
+"""The whole loop against a real Mosquitto: a learner and two real actor processes.
+
+Checks what the issue asks of the backbone: actors report the new policy version, every
+transition sent is received exactly once into replay, and a malformed payload from a plain
+MQTT client is rejected and counted while training goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from edge_rl.agents.dqn.config import DQNConfig
+from edge_rl.config import ExportConfig, FleetConfig, RunConfig
+from edge_rl.fleet.fleet import Fleet
+from edge_rl.nodes.learner_node import LearnerNode
+from edge_rl.transport import codec
+from edge_rl.transport.topics import Topics
+from edge_rl.types import TransitionBatch
+
+pytestmark = pytest.mark.slow
+
+FAST_BOARD = """\
+board: test-board
+num_threads: 1
+batch_size: 16
+flush_interval_s: 0.1
+status_interval_s: 0.2
+"""
+
+
+def tiny_config(run: str) -> RunConfig:
+    return RunConfig(
+        env_id="CartPole-v1",
+        run=run,
+        total_env_steps=3_000,
+        learning_starts=300,
+        replay_ratio=0.25,
+        max_lag_transitions=500,
+        eval_episodes=10,
+        dqn=DQNConfig(hidden=(32, 32), batch_size=32),
+        fleet=FleetConfig(actors=0),
+        export=ExportConfig(
+            every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
+        ),
+    )
+
+
+def attack(client, topics: Topics, stop: threading.Event, sent: list[str]) -> None:
+    """Publish malformed payloads with a plain MQTT client while the learner trains."""
+    nan_batch = TransitionBatch(
+        "evil", 1, 0, 0, np.full((2, 4), np.nan, np.float32), np.zeros(2, np.int64),
+        np.zeros(2, np.float32), np.zeros((2, 4), np.float32), np.zeros(2, bool),
+        np.zeros(2, bool),
+    )  # fmt: skip
+    payloads = {
+        "bad_magic": b"this is not a transition batch",
+        "non_finite": codec.encode_transitions(nan_batch),
+        "bad_version": codec.MAGIC_TRANSITIONS + b"\x07\x00" + b"\0" * 20,
+    }
+    time.sleep(2.0)
+    for reason, payload in payloads.items():
+        if stop.is_set():
+            return
+        client.publish(topics.transitions("evil"), payload, qos=1).wait_for_publish(5)
+        sent.append(reason)
+        time.sleep(0.3)
+
+
+def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_path):
+    cfg = tiny_config(f"it-{uuid.uuid4().hex[:8]}")
+    topics = Topics(cfg.transport.root, cfg.run)
+    board = tmp_path / "test-board.yaml"
+    board.write_text(FAST_BOARD)
+    fleet = Fleet(2, board, mosquitto.url, cfg.env_id, run=cfg.run, log_dir=tmp_path / "fleet")
+    node = LearnerNode(cfg, mosquitto.url, tmp_path / "run", fleet_alive=fleet.alive)
+    evil = mqtt_client_factory(mosquitto)
+    stop, sent = threading.Event(), []
+    attacker = threading.Thread(target=attack, args=(evil, topics, stop, sent), daemon=True)
+    with fleet:
+        attacker.start()
+        summary = node.run()
+        stop.set()
+        assert fleet.wait(20), "actors did not exit after the learner's stop"
+    attacker.join(5)
+    assert fleet.exit_codes() == [0, 0]
+
+    # Training happened and policies went out; each actor ran a published policy.
+    assert summary["updates"] >= 0.25 * (summary["env_steps"] - 300) - 1
+    assert summary["policy_version"] >= 2
+    actors = summary["actors"]
+    assert set(actors) == {"sim-00", "sim-01"}
+    assert all(a["state"] == "stopped" and a["policy_version"] >= 1 for a in actors.values())
+
+    # Exactly once: what the actors sent is what went into replay, no gaps, no duplicates.
+    sent_total = sum(a["transitions_sent"] for a in actors.values())
+    assert sent_total == summary["transitions_received"] == len(node.replay)
+    assert summary["batches_missing"] == 0
+    assert sent_total >= cfg.total_env_steps
+
+    # Malformed payloads: rejected, counted by reason, never in replay, training went on.
+    assert sent, "the attacker did not get to publish"
+    for reason in sent:
+        assert summary["batches_rejected"].get(reason) == 1, summary["batches_rejected"]
+    assert summary["transitions_rejected"] >= 2  # the NaN batch declared 2 transitions
+
+    # The run directory a user gets.
+    run = tmp_path / "run"
+    for name in ("summary.json", "policy.tflite", "manifest.json", "metrics.csv"):
+        assert (run / name).stat().st_size > 0, name
+    assert any((run / "tb").iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["policy_version"] == summary["policy_version"]
+    assert manifest["input_quant"]["dtype"] == "int8"
+    assert summary["eval_episodes"] == 10 and summary["final_eval_return"] > 0
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("wall_s,env_steps") and len(rows) >= 3

@@ -1,0 +1,77 @@
+"""The `edge-rl` command as a user runs it: learn (embedded broker + fleet), eval, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def edge_rl(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "edge_rl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.slow
+def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_available):
+    run = tmp_path / "run"
+    proc = edge_rl(
+        "learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
+        "--fleet", "2", "--board", "rpi5",
+        "--set", "total_env_steps=2500", "--set", "learning_starts=500",
+        "--set", "dqn.hidden=[32, 32]", "--set", "export.every_updates=100",
+        "--set", "export.min_greedy_agreement=0.0", "--set", "run=cli-smoke",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((run / "summary.json").read_text())
+    for key in (
+        "env_id", "algo", "env_steps", "updates", "wall_s", "final_eval_return",
+        "policy_version", "transitions_received", "transitions_rejected",
+        "transitions_duplicate",
+    ):  # fmt: skip
+        assert key in summary, key
+    assert summary["env_steps"] >= 2500 and summary["policy_version"] >= 1
+    assert summary["eval_episodes"] == 10 and summary["final_eval_return"] is not None
+    assert set(summary["actors"]) == {"sim-00", "sim-01"}
+    assert (run / "fleet" / "sim-00.log").exists() and (run / "config.yaml").exists()
+
+    ev = edge_rl("eval", str(run / "policy.tflite"), "--env", "CartPole-v1", "--episodes", "3")
+    assert ev.returncode == 0, ev.stderr[-2000:]
+    result = json.loads(ev.stdout)
+    assert len(result["returns"]) == 3 and result["mean_return"] > 0
+
+    wrong = edge_rl("eval", str(run / "policy.tflite"), "--env", "Acrobot-v1")
+    assert wrong.returncode != 0 and "CartPole-v1" in wrong.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "dqn.gama=0.9"], "gama"),
+        (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "replay_ratio=-1"],
+         "replay_ratio"),
+        (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "nokey"], "KEY=VALUE"),
+        (["actor", "--board", "nosuchboard", "--broker", "mqtt://127.0.0.1:1", "--env",
+          "CartPole-v1", "--id", "a"], "known boards"),
+        (["actor", "--board", "rpi4", "--broker", "http://x", "--env", "CartPole-v1",
+          "--id", "a"], "mqtt://"),
+        (["actor", "--board", "rpi4", "--broker", "mqtt://127.0.0.1:1", "--env",
+          "CartPole-v1", "--id", "a/b"], "actor id"),
+    ],
+    ids=["unknown key", "bad value", "bad --set", "unknown board", "bad url", "bad id"],
+)  # fmt: skip
+def test_bad_input_gets_a_clear_error(args, message):
+    proc = edge_rl(*args, timeout=60)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
