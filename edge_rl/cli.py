@@ -51,8 +51,12 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 @main.command()
-@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", type=click.Path(file_okay=False), help="Run directory (default runs/<name>).")
+@click.option(
+    "--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False)
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False), help="Run directory (default runs/<name>)."
+)
 @click.option("--broker", help="mqtt://HOST:PORT of an existing broker (default: embedded).")
 @click.option("--fleet", "n_fleet", type=int, help="Simulated actors to start (overrides config).")
 @click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
@@ -79,7 +83,9 @@ def learn(ctx, config_path, out, broker, n_fleet, board, seed, sets) -> None:
         cfg = load_run_config(config_path, overrides)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    run_dir = Path(out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = Path(
+        out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     _setup_logging(ctx.obj["verbose"], run_dir / "learner.log")
     import dataclasses
@@ -171,14 +177,15 @@ def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps) 
 @click.option("--root", default="edge-rl", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--log-dir", type=click.Path(file_okay=False), help="One log file per actor.")
+@click.option("--id-prefix", default="sim", show_default=True, help="Actor ids: PREFIX-00, ...")
 @click.pass_context
-def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir) -> None:
+def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix) -> None:
     """Start N simulated actors (real processes) against a broker; Ctrl-C stops them."""
     from edge_rl.fleet.fleet import Fleet, board_file
 
     _setup_logging(ctx.obj["verbose"])
     f = Fleet(n, board_file(board), broker, env_id, run=run, root=root, seed=seed,
-              log_dir=Path(log_dir) if log_dir else None)  # fmt: skip
+              log_dir=Path(log_dir) if log_dir else None, id_prefix=id_prefix)  # fmt: skip
     with f:
         try:
             while f.alive():

@@ -68,9 +68,9 @@ class RunConfig:
     learning_starts: int = 1_000
     replay_capacity: int = 100_000
     replay_ratio: float = 0.5  # gradient updates per transition received
-    # Flow control: pause the fleet when the learner falls this many transitions behind
-    # the replay ratio, resume at half of it (keeps the data from outrunning the policy).
-    max_lag_transitions: int = 2_000
+    # Flow control: the fleet may run at most this many transitions ahead of what the
+    # updates done so far have paid for at the replay ratio (see LearnerNode._credit).
+    max_lag_transitions: int = 1_000
     max_policy_lag: int | None = None  # reject batches acted this many versions ago
     eval_episodes: int = 10
 

@@ -75,9 +75,8 @@ class PolicyManifest:
     model_sha256: str  # of the uncompressed .tflite bytes
     model_size: int  # bytes of the uncompressed .tflite
     codec: str  # compression of the model bytes in the bundle: "zlib" | "none"
-    # What the model outputs: "q_centered" (DQN: Q(s,a) - mean_a Q(s,a), same argmax as Q),
-    # "q_values", or "action" (already inside the env's bounds).
-    output_kind: str = "q_centered"
+    # What the model outputs: "q_values" (DQN: act with argmax) or "action" (TD3).
+    output_kind: str = "q_values"
     run_id: str = ""
     created_unix: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -113,11 +112,18 @@ class ActorStatus:
 
 @dataclass(frozen=True)
 class ControlMessage:
-    """Run state from the learner to every actor (retained).
+    """Run state and env-step credit from the learner to every actor (retained).
 
-    ``paused`` is flow control: the learner pauses the fleet when its updates fall behind
-    the replay ratio, so that the env-step budget is not spent on stale policies.
+    Credit is flow control: an actor may step while its own env-step count is below
+    ``credits[actor_id]`` (``default_credit`` if it is not listed yet; no limit if both are
+    None). The learner grants credit as its updates keep up with the replay ratio, so the
+    env-step budget is not spent on stale policies while it trains.
     """
 
     state: RunState
+    credits: dict[str, int] = field(default_factory=dict)
+    default_credit: int | None = None
     reason: str = ""
+
+    def credit_for(self, actor_id: str) -> int | None:
+        return self.credits.get(actor_id, self.default_credit)

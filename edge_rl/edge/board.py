@@ -33,6 +33,9 @@ class BoardConfig:
     batch_size: int = 64  # transitions per published batch...
     flush_interval_s: float = 0.5  # ...or fewer, when this much time has passed
     spool_limit_bytes: int = 4_000_000  # outbound batches kept while disconnected
+    # Largest encoded batch published; keep it under the learner's transport.max_payload_bytes
+    # and the broker's limit (an oversize QoS 1 publish gets the client disconnected).
+    max_batch_bytes: int = 1_000_000
     status_interval_s: float = 1.0
     max_policy_bytes: int = 8_000_000  # largest decompressed model accepted
     emulation: Emulation = field(default_factory=Emulation)
@@ -40,7 +43,8 @@ class BoardConfig:
     def __post_init__(self) -> None:
         if self.runtime not in ("ai_edge_litert", "tflite_runtime"):
             raise ValueError(f"runtime must be ai_edge_litert or tflite_runtime: {self.runtime!r}")
-        for name in ("num_threads", "batch_size", "spool_limit_bytes", "max_policy_bytes"):
+        names = ("num_threads", "batch_size", "spool_limit_bytes", "max_batch_bytes")
+        for name in (*names, "max_policy_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0.01 <= self.flush_interval_s <= 60 or not 0.05 <= self.status_interval_s <= 600:

@@ -38,8 +38,16 @@ class LoadedPolicy:
 
 
 class PolicySlot:
-    def __init__(self, spec: EnvSpec, *, num_threads: int = 1, max_model_bytes: int = 8_000_000):
+    def __init__(
+        self,
+        spec: EnvSpec,
+        *,
+        num_threads: int = 1,
+        max_model_bytes: int = 8_000_000,
+        runtime: str = "ai_edge_litert",
+    ):
         self.spec, self.num_threads, self.max_model_bytes = spec, num_threads, max_model_bytes
+        self.runtime = runtime
         self.current: LoadedPolicy | None = None
         self.rejected: Counter[str] = Counter()
         self.loaded = 0
@@ -103,6 +111,10 @@ class PolicySlot:
             raise CodecError("bad_hash", "model bytes do not match the manifest's sha256/size")
         t1 = time.perf_counter()
         runner = TFLitePolicy(
-            model, num_threads=self.num_threads, obs_mean=m.obs_mean, obs_std=m.obs_std
+            model,
+            num_threads=self.num_threads,
+            obs_mean=m.obs_mean,
+            obs_std=m.obs_std,
+            runtime=self.runtime,
         )
         return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)

@@ -13,23 +13,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+RUNTIMES = ("ai_edge_litert", "tflite_runtime")
 
-def interpreter_class() -> tuple[type, str]:
-    """The LiteRT ``Interpreter`` class available here, and the runtime's name."""
-    try:
-        from ai_edge_litert.interpreter import Interpreter
 
-        return Interpreter, "ai_edge_litert"
-    except ImportError:
-        pass
-    try:
-        from tflite_runtime.interpreter import Interpreter  # type: ignore[import-not-found]
-
-        return Interpreter, "tflite_runtime"
-    except ImportError as e:
-        raise ImportError(
-            "no TFLite runtime: install ai-edge-litert (pip install 'edge-rl[edge]')"
-        ) from e
+def interpreter_class(prefer: str = "ai_edge_litert") -> tuple[type, str]:
+    """The LiteRT ``Interpreter`` class available here (``prefer`` first), and its name."""
+    if prefer not in RUNTIMES:
+        raise ValueError(f"unknown runtime {prefer!r}, expected one of {RUNTIMES}")
+    for name in sorted(RUNTIMES, key=lambda r: r != prefer):
+        try:
+            if name == "ai_edge_litert":
+                from ai_edge_litert.interpreter import Interpreter
+            else:
+                from tflite_runtime.interpreter import Interpreter  # type: ignore[import-not-found]
+            return Interpreter, name
+        except ImportError:
+            continue
+    raise ImportError("no TFLite runtime: install ai-edge-litert (pip install 'edge-rl[edge]')")
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,10 @@ class TFLitePolicy:
         num_threads: int = 1,
         obs_mean: Sequence[float] | None = None,
         obs_std: Sequence[float] | None = None,
+        runtime: str = "ai_edge_litert",
     ) -> None:
         t0 = time.perf_counter()
-        cls, self.runtime = interpreter_class()
+        cls, self.runtime = interpreter_class(runtime)
         # Keep the bytes alive: the interpreter reads the flatbuffer in place.
         self._model_bytes = bytes(model_bytes)
         self._interp = cls(model_content=self._model_bytes, num_threads=num_threads)
@@ -82,18 +83,29 @@ class TFLitePolicy:
         )
         if self._mean.shape != (obs_dim,) or self._std.shape != (obs_dim,):
             raise ValueError(f"obs_mean/obs_std must have {obs_dim} entries")
-        if np.any(self._std <= 0):
-            raise ValueError("obs_std must be positive")
+        if not (np.all(np.isfinite(self._mean)) and np.all(self._std > 0)):
+            raise ValueError("obs_mean must be finite and obs_std positive")
+        # The hot path is one multiply-add: q = obs * a + b, with normalisation and input
+        # quantisation folded into (a, b) here rather than recomputed on every step.
+        q = self.input_quant
+        self._int_input = np.issubdtype(q.dtype, np.integer)
+        a = 1.0 / self._std
+        if self._int_input:
+            a = a / q.scale
+            self._lo, self._hi = np.iinfo(q.dtype).min, np.iinfo(q.dtype).max
+        self._a = a.astype(np.float32)
+        self._b = (q.zero_point if self._int_input else 0.0) - self._mean * self._a
+        self._buf = np.empty(self.input_shape, np.float32)
 
     def _to_input(self, obs: np.ndarray) -> np.ndarray:
-        x = (np.asarray(obs, np.float32).reshape(self.input_shape) - self._mean) / self._std
-        q = self.input_quant
-        if q.dtype == np.float32:
-            return x
-        if q.dtype == np.float16:
-            return x.astype(np.float16)
-        info = np.iinfo(q.dtype)
-        return np.clip(np.round(x / q.scale) + q.zero_point, info.min, info.max).astype(q.dtype)
+        x = self._buf
+        np.multiply(np.asarray(obs, np.float32).reshape(self.input_shape), self._a, out=x)
+        x += self._b
+        if not self._int_input:
+            return x.astype(self.input_quant.dtype, copy=False)
+        np.rint(x, out=x)
+        np.clip(x, self._lo, self._hi, out=x)
+        return x.astype(self.input_quant.dtype)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Run one observation; returns the dequantised output row, shape ``[out_dim]``."""

@@ -35,8 +35,6 @@ def check_q_parity(exported: ExportedModel, model: keras.Model, obs: np.ndarray)
     policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
     q_lite = policy.batch(obs)  # [n, A]
     q_float = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, A]
-    if exported.centered:  # the export outputs Q - mean_a Q; compare like with like
-        q_float = q_float - q_float.mean(axis=1, keepdims=True)
     error = np.abs(q_lite - q_float)
     agree = np.argmax(q_lite, axis=1) == np.argmax(q_float, axis=1)  # [n]
     return ParityReport(

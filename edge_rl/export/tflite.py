@@ -6,12 +6,6 @@ angle a handful of int8 levels. The actor therefore feeds the normalised observa
 ``z = (obs - mean) / std`` (``edge_rl.edge.runtime.TFLitePolicy`` does this), and the
 exported model absorbs the affine map into its first Dense layer, so that it computes on
 ``z`` exactly what the float model computes on ``obs``.
-
-Q-networks are also exported *centred* (``center_output=True``): the last layer is
-changed to output ``Q(s, a) - mean_a Q(s, a)``. The argmax is unchanged, but the large
-state value common to every action (~50-100 on CartPole) no longer eats the output's int8
-range, so the small gaps between actions that decide the greedy action keep their
-resolution.
 """
 
 from __future__ import annotations
@@ -49,15 +43,10 @@ class ExportedModel:
     obs_mean: tuple[float, ...]
     obs_std: tuple[float, ...]  # the model's input is (obs - obs_mean) / obs_std
     convert_seconds: float
-    centered: bool = False  # output is Q - mean_a Q (see the module docstring)
 
 
 def export_policy(
-    model: keras.Model,
-    calibration_obs: np.ndarray,
-    precision: str = "int8",
-    *,
-    center_output: bool = False,
+    model: keras.Model, calibration_obs: np.ndarray, precision: str = "int8"
 ) -> ExportedModel:
     """Convert ``model`` (raw obs -> output) to TFLite with batch size 1.
 
@@ -75,7 +64,7 @@ def export_policy(
     mean = obs.mean(axis=0)  # [obs_dim]
     std = np.maximum(obs.std(axis=0), MIN_OBS_STD)  # [obs_dim]
 
-    export_model = fold_normalisation(model, mean, std, center_output=center_output)
+    export_model = fold_normalisation(model, mean, std)
     z = (obs - mean) / std  # [n, obs_dim] what the actor will feed
 
     t0 = time.perf_counter()
@@ -91,20 +80,15 @@ def export_policy(
         obs_mean=tuple(float(m) for m in mean),
         obs_std=tuple(float(s) for s in std),
         convert_seconds=convert_seconds,
-        centered=center_output,
     )
 
 
-def fold_normalisation(
-    model: keras.Model, mean: np.ndarray, std: np.ndarray, *, center_output: bool = False
-) -> keras.Model:
+def fold_normalisation(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> keras.Model:
     """A batch-1 copy of a Dense stack that takes ``z = (obs - mean) / std`` instead of obs.
 
     First layer, kernel ``W [obs_dim, units]``, bias ``b [units]``; with obs = z * std + mean:
         obs @ W + b = z @ (W * std[:, None]) + (b + mean @ W)
-    so  W' = W * std[:, None],  b' = b + mean @ W.  The other layers are copied unchanged,
-    except with ``center_output`` the last (linear) layer, ``q = h @ W + b`` [A]:
-        q - mean_a(q) = h @ (W - mean_cols(W)) + (b - mean(b))
+    so  W' = W * std[:, None],  b' = b + mean @ W.  The other layers are copied unchanged.
     """
     dense = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
     if not dense or not all(isinstance(layer, keras.layers.Dense) for layer in dense):
@@ -123,9 +107,6 @@ def fold_normalisation(
         bias = np.asarray(layer.bias, np.float64) if layer.use_bias else np.zeros(kernel.shape[1])
         if i == 0:
             kernel, bias = kernel * std[:, None], bias + mean @ kernel
-        if center_output and i == len(dense) - 1:
-            kernel = kernel - kernel.mean(axis=1, keepdims=True)  # [in, A]
-            bias = bias - bias.mean()  # [A]
         layers.append(keras.layers.Dense(layer.units, activation=layer.activation, name=layer.name))
         weights += [kernel.astype(np.float32), bias.astype(np.float32)]
     folded = keras.Sequential(layers, name=f"{model.name}_export")

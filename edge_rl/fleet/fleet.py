@@ -73,9 +73,7 @@ class Fleet:
             if self.log_dir is not None:
                 out = open(self.log_dir / f"{actor_id}.log", "w")  # noqa: SIM115
                 self._logs.append(out)
-            self.procs.append(
-                subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-            )
+            self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
         log.info("fleet: started %d actors (%s) on %s", self.n, self.board.stem, self.broker)
         return self
 

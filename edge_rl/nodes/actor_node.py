@@ -8,9 +8,11 @@
            obs' = env.step(action)
            batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
 
-Control: the actor steps only while the learner's retained control says ``running``. A
-``stopped`` seen after running flushes everything, publishes a final status and returns;
-a ``stopped`` left over from an earlier run (the first control seen) just waits.
+Control: the actor steps only while the learner's retained control says ``running`` and
+its env-step count is below the credit the learner granted it (flow control; waiting, it
+ships what it has batched so the learner can grant more). A ``stopped`` seen after
+running flushes everything, publishes a final status and returns; a ``stopped`` left over
+from an earlier run (the first control seen) just waits.
 """
 
 from __future__ import annotations
@@ -56,9 +58,14 @@ class ActorNode:
         self.env = make_env(opts.env)
         self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
         self.rng = np.random.default_rng(opts.seed)
-        self.session = secrets.randbits(62)  # new per process: see TransitionBatch
+        # New per process (see TransitionBatch); 53 bits so that JSON readers that hold
+        # numbers as doubles (JavaScript, cJSON) read it exactly.
+        self.session = secrets.randbits(53)
         self.slot = PolicySlot(
-            self.spec, num_threads=board.num_threads, max_model_bytes=board.max_policy_bytes
+            self.spec,
+            num_threads=board.num_threads,
+            max_model_bytes=board.max_policy_bytes,
+            runtime=board.runtime,
         )
         self.batcher = Batcher(
             opts.actor_id, self.session, board.batch_size, board.flush_interval_s
@@ -66,9 +73,10 @@ class ActorNode:
         self.spool = Spool(board.spool_limit_bytes)
         self.throttle = Throttle(board.emulation.compute_slowdown)
         self.run_state = "waiting"  # until the learner's control message says running
+        self.credit: int | None = None  # env steps allowed so far (None: no limit)
         self._ran = False
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
-        self.control_rejected = 0
+        self.control_rejected = self.oversize_dropped = 0
         self._returns: deque[float] = deque(maxlen=20)
         self.transport = MqttTransport(
             opts.broker,
@@ -86,14 +94,17 @@ class ActorNode:
             self.slot.offer(payload)  # verified and loaded on the slot's thread
         elif topic == self.topics.control:
             try:
-                state = codec.decode_control(payload).state
+                control = codec.decode_control(payload)
             except codec.CodecError as e:
                 self.control_rejected += 1
                 log.warning("control message rejected: %s", e)
                 return
-            if state == "stopped" and not self._ran:
+            if control.state == "stopped" and not self._ran:
                 return  # left over from an earlier run
-            self.run_state = state
+            if self.run_state == "stopped":
+                return  # final: a redelivered "running" must not restart a stopping actor
+            self.credit = control.credit_for(self.opts.actor_id)
+            self.run_state = control.state
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -115,10 +126,12 @@ class ActorNode:
             if now >= next_status:
                 self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
                 rate_t, rate_steps = now, self.env_steps
-                self._publish_status("running" if self.run_state == "running" else "paused")
+                self._publish_status(self._state())
                 next_status = now + self.board.status_interval_s
-            if self.run_state != "running":
-                self._ship(self.batcher.take())  # nothing sits in a batch while paused
+            if self.run_state != "running" or (
+                self.credit is not None and self.env_steps >= self.credit
+            ):
+                self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 time.sleep(0.01)
                 continue
             self._ran = True
@@ -151,9 +164,24 @@ class ActorNode:
             if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
                 break
 
+    def _state(self) -> ActorState:
+        if self.run_state == "waiting":
+            return "starting"  # no control message from a learner yet
+        if self.run_state == "paused" or (
+            self.credit is not None and self.env_steps >= self.credit
+        ):
+            return "paused"
+        return "running"
+
     def _ship(self, batch: TransitionBatch | None) -> None:
         if batch is not None:
-            self.spool.push(codec.encode_transitions(batch), len(batch))
+            payload = codec.encode_transitions(batch)
+            if len(payload) > self.board.max_batch_bytes:
+                self.oversize_dropped += len(batch)  # counted; the learner sees the seq gap
+                if self.oversize_dropped == len(batch):
+                    log.warning("batch of %d bytes > max_batch_bytes: dropped", len(payload))
+            else:
+                self.spool.push(payload, len(batch))
         if len(self.spool):
             topic = self.topics.transitions(self.opts.actor_id)
             before = len(self.spool)

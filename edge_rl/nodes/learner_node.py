@@ -1,16 +1,17 @@
 """The learner node: ingest from the fleet, train at the replay ratio, publish policies.
 
-    node = LearnerNode(cfg, broker_url, run_dir)
-    summary = node.run()          # until total_env_steps transitions have been received
+node = LearnerNode(cfg, broker_url, run_dir)
+summary = node.run()          # until total_env_steps transitions have been received
 
-    threads:  paho network  --(bounded queue)-->  ingest: decode, validate, dedup, replay.add
-              main: update at the replay ratio; every K updates export int8 -> parity -> publish
-                    flow control (pause the fleet when updates fall behind); progress + logs
+threads:  paho network  --(bounded queue)-->  ingest: decode, validate, dedup, replay.add
+          main: update at the replay ratio; every K updates export int8 -> parity -> publish
+                flow control (pause the fleet when updates fall behind); progress + logs
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -31,7 +32,7 @@ from edge_rl.telemetry.logs import MetricsLog, write_json_atomic
 from edge_rl.telemetry.progress import LiveView
 from edge_rl.transport import codec
 from edge_rl.transport.mqtt import MqttTransport
-from edge_rl.transport.topics import Topics
+from edge_rl.transport.topics import SYS_DROPPED, Topics
 from edge_rl.types import ActorStatus, ControlMessage, RunState
 
 log = logging.getLogger(__name__)
@@ -76,11 +77,13 @@ class LearnerNode:
         self.inbox_dropped = 0
         self.actors: dict[str, ActorStatus] = {}
         self.status_rejected = 0
+        self.broker_dropped = 0  # $SYS counter of the whole broker, when it publishes one
         self.fleet_state: RunState = "running"
         self._fleet_alive = fleet_alive or (lambda: True)
         self.view = view
         self._stop = threading.Event()
         self._control_lock = threading.Lock()
+        self._last_control: ControlMessage | None = None
         self._metrics: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
         self.transport = MqttTransport(
             broker_url,
@@ -89,6 +92,7 @@ class LearnerNode:
                 (self.topics.all_transitions, 1),
                 (self.topics.all_status, 1),
                 (self.topics.policy, 1),
+                (SYS_DROPPED, 0),  # Mosquitto drops past its queue limits without telling us
             ],
             on_message=self._on_message,
             on_connect=self._on_connect,
@@ -105,10 +109,18 @@ class LearnerNode:
         elif topic.endswith("/status"):
             try:
                 status = codec.decode_status(payload)
-                if status.actor_id == self.topics.actor_of(topic):
-                    self.actors[status.actor_id] = status
             except codec.CodecError:
                 self.status_rejected += 1
+                return
+            if status.actor_id == self.topics.actor_of(topic):
+                self.actors[status.actor_id] = status
+            else:
+                self.status_rejected += 1
+        elif topic == SYS_DROPPED:
+            try:
+                self.broker_dropped = int(payload)
+            except ValueError:
+                pass
         elif topic == self.topics.policy:
             # A retained policy from an earlier learner of this run: keep versions monotonic.
             try:
@@ -121,16 +133,40 @@ class LearnerNode:
         # The broker may have restarted without persistence: republish what actors need.
         if self._published is not None:
             self.transport.publish(self.topics.policy, self._published.payload, retain=True)
-        self._send_control(self.fleet_state)
+        self._send_control(self.fleet_state, force=True)
 
-    def _send_control(self, state: RunState) -> None:
+    def _send_control(self, state: RunState, force: bool = False) -> None:
         with self._control_lock:
             if self.fleet_state == "stopped" and state != "stopped":
                 return  # stopping is final for this run
-            self.fleet_state = state
-            self.transport.publish(
-                self.topics.control, codec.encode_control(ControlMessage(state)), retain=True
-            )
+            msg = ControlMessage(state) if state == "stopped" else self._credit()
+            if msg == self._last_control and not force:
+                return
+            self.fleet_state, self._last_control = state, msg
+            self.transport.publish(self.topics.control, codec.encode_control(msg), retain=True)
+
+    def _credit(self) -> ControlMessage:
+        """Grant env-step credit so that the data never runs far ahead of the updates.
+
+        The fleet may have produced ``learning_starts + max_lag + updates / replay_ratio``
+        transitions in all (never more than the budget). What is not yet received is shared
+        evenly among the actors known to be online, on top of what each has delivered.
+        An actor not known yet gets none: it announces itself with its status on connect
+        and is granted credit in the next control message (~50 ms later).
+        """
+        cfg = self.cfg
+        allowed = cfg.learning_starts + cfg.max_lag_transitions
+        allowed += math.ceil(self.agent.updates / cfg.replay_ratio)
+        allowed = min(allowed, cfg.total_env_steps)
+        with self.ingest.lock:
+            received, by_actor = self.ingest.stats.transitions, dict(self.ingest.stats.by_actor)
+        online = {a for a, st in self.actors.items() if st.state not in ("offline", "stopped")}
+        known = online | {a for a in by_actor if a not in self.actors}
+        share = math.ceil(max(0, allowed - received) / max(1, len(known)))
+        return ControlMessage(
+            "running", credits={a: by_actor.get(a, 0) + share for a in sorted(known)},
+            default_credit=0,
+        )  # fmt: skip
 
     def _ingest_loop(self) -> None:
         while not (self._stop.is_set() and self.inbox.empty()):
@@ -139,25 +175,8 @@ class LearnerNode:
             except queue.Empty:
                 continue
             if self.ingest.handle(topic, payload):
-                self._flow_control()
-
-    def _flow_control(self) -> None:
-        """Stop the fleet at the budget; pause it while the updates owed pile up.
-
-        Runs on the ingest thread, next to the data: a training thread stalled by a
-        compile or an export cannot send the pause itself.
-        """
-        if self.env_steps >= self.cfg.total_env_steps:
-            if self.fleet_state != "stopped":
-                self._send_control("stopped")
-            return
-        if self.env_steps < self.cfg.learning_starts:
-            return
-        behind = (self._target_updates() - self.agent.updates) / self.cfg.replay_ratio
-        if self.fleet_state == "running" and behind > self.cfg.max_lag_transitions:
-            self._send_control("paused")
-        elif self.fleet_state == "paused" and behind < self.cfg.max_lag_transitions / 2:
-            self._send_control("running")
+                if self.env_steps >= self.cfg.total_env_steps and self.fleet_state != "stopped":
+                    self._send_control("stopped")  # at once, next to the data
 
     # --- main thread ----------------------------------------------------------------
 
@@ -185,8 +204,7 @@ class LearnerNode:
         try:
             while self.env_steps < self.cfg.total_env_steps:
                 self._train_for(0.05)
-                if self.fleet_state == "paused":
-                    self._flow_control()  # resume once caught up, even with no new data
+                self._send_control("running")  # new credit, if there is any to grant
                 if self.agent.updates - self._last_export_at() >= self.cfg.export.every_updates:
                     self._export_and_publish()
                 self._tick(log_)
@@ -233,7 +251,13 @@ class LearnerNode:
         )
         if published is None:
             return
-        if self.transport.publish(self.topics.policy, published.payload, retain=True):
+        try:
+            sent = self.transport.publish(self.topics.policy, published.payload, retain=True)
+        except ValueError as e:  # larger than the broker accepts: keep the previous policy
+            self.publisher.failed += 1
+            log.warning("policy v%d not published: %s", self.version + 1, e)
+            return
+        if sent:
             # Assign, don't increment: the broker's echo of this publish may already have
             # raised self.version on the network thread.
             self.version = published.bundle.manifest.policy_version
@@ -333,6 +357,8 @@ class LearnerNode:
             "batches_rejected": dict(s.rejected),
             "batches_missing": self.ingest.missing_batches,
             "ingest_queue_dropped": self.inbox_dropped,
+            "broker_dropped_messages": self.broker_dropped,
+            "status_rejected": self.status_rejected,
             "actors": {
                 a.actor_id: {
                     "state": a.state,

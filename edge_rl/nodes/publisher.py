@@ -50,7 +50,7 @@ class PolicyPublisher:
         # Calibration and parity observations are disjoint draws from replay.
         obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
-        exported = export_policy(q_network, obs[:n_cal], e.precision, center_output=True)
+        exported = export_policy(q_network, obs[:n_cal], e.precision)
         parity = check_q_parity(exported, q_network, obs[n_cal:])
         self.last_parity = parity
         if parity.greedy_agreement < e.min_greedy_agreement:
@@ -86,7 +86,7 @@ class PolicyPublisher:
             model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
             model_size=len(exported.tflite),
             codec=self.cfg.export.codec,
-            output_kind="q_centered" if exported.centered else "q_values",
+            output_kind="q_values",
             run_id=self.cfg.run,
             created_unix=time.time(),
         )

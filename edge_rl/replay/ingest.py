@@ -60,6 +60,7 @@ class IngestStats:
     rejected_batches: int = 0
     rejected_transitions: int = 0  # when the header was readable enough to count them
     rejected: Counter[str] = field(default_factory=Counter)  # by reason
+    by_actor: Counter[str] = field(default_factory=Counter)  # transitions accepted
     episodes: int = 0
     returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
 
@@ -83,7 +84,15 @@ class Ingest:
         self.lock = threading.Lock()  # guards stats for readers on other threads
 
     def handle(self, topic: str, payload: bytes) -> bool:
-        """Ingest one transition payload; True when it went into replay."""
+        """Ingest one transition payload; True when it went into replay. Never raises."""
+        try:
+            return self._handle(topic, payload)
+        except Exception as e:  # noqa: BLE001 - a payload must never kill the ingest thread
+            log.exception("unexpected error ingesting a batch from %s", topic)
+            self._reject(CodecError("internal_error", f"{type(e).__name__}: {e}"), payload)
+            return False
+
+    def _handle(self, topic: str, payload: bytes) -> bool:
         try:
             batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
             if batch.actor_id != self.topics.actor_of(topic):
@@ -113,6 +122,7 @@ class Ingest:
         with self.lock:
             self.stats.batches += 1
             self.stats.transitions += len(batch)
+            self.stats.by_actor[batch.actor_id] += len(batch)
         return True
 
     def _count_episodes(self, key: tuple[str, int], reward: np.ndarray, done: np.ndarray) -> None:

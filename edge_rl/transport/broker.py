@@ -1,7 +1,7 @@
 """An MQTT broker the host can start for itself: Mosquitto when installed, else amqtt.
 
-Used by tests (a real broker on a free loopback port), by ``edge-rl fleet`` (a
-simulated fleet needs a broker) and by examples::
+Used by tests (a real broker on a free loopback port) and by ``edge-rl learn`` when
+no ``--broker`` is given::
 
     with EmbeddedBroker() as broker:          # kind="auto": Mosquitto if found, else amqtt
         learner = LearnerNode(broker_url=broker.url, ...)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import struct
 import zlib
 from typing import Any
@@ -39,6 +40,18 @@ DEFAULT_MAX_PAYLOAD = 1_000_000  # under Mosquitto 2.1's 2 MB default max_packet
 
 # Wire dtypes: little-endian numpy type strings. Booleans travel as uint8 (0/1).
 _F32, _I64, _U8 = "<f4", "<i8", "|u1"
+_ARRAY_DTYPES = {
+    "obs": (_F32,),
+    "action": (_I64, _F32),  # discrete / Box
+    "reward": (_F32,),
+    "next_obs": (_F32,),
+    "terminated": (_U8,),
+    "truncated": (_U8,),
+}
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")  # Python's json accepts NaN/Infinity
 
 
 class CodecError(ValueError):
@@ -67,8 +80,10 @@ def _unpack(data: bytes, magic: bytes, max_bytes: int) -> tuple[dict[str, Any], 
     if hlen > MAX_HEADER_BYTES or _PREFIX.size + hlen > len(data):
         raise CodecError("truncated", f"header length {hlen} exceeds the payload")
     try:
-        header = json.loads(bytes(data[_PREFIX.size : _PREFIX.size + hlen]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = json.loads(
+            bytes(data[_PREFIX.size : _PREFIX.size + hlen]), parse_constant=_no_constants
+        )
+    except (UnicodeDecodeError, ValueError) as e:
         raise CodecError("bad_header", f"header is not JSON: {e}") from None
     if not isinstance(header, dict):
         raise CodecError("bad_header", "header is not a JSON object")
@@ -136,19 +151,20 @@ def decode_transitions(
         if not isinstance(item, dict) or item.get("name") not in TransitionBatch.ARRAYS:
             raise CodecError("bad_array", f"unexpected array entry {item!r}")
         name, dtype_str, shape = item["name"], item.get("dtype"), item.get("shape")
-        if dtype_str not in (_F32, _I64, _U8) or name in arrays:
+        if dtype_str not in _ARRAY_DTYPES[name] or name in arrays:
             raise CodecError("dtype", f"array {name!r} has dtype {dtype_str!r}")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
             raise CodecError("shape", f"array {name!r} has shape {shape!r}")
-        if not shape or shape[0] != n:
-            raise CodecError("shape", f"array {name!r} leading dim {shape[:1]} != n={n}")
+        if not shape or shape[0] != n or len(shape) > 8:
+            raise CodecError("shape", f"array {name!r} shape {shape} does not start with n={n}")
         dtype = np.dtype(dtype_str)
-        size = int(np.prod(shape)) * dtype.itemsize
+        count = math.prod(shape)  # exact Python ints: a crafted shape cannot overflow
+        size = count * dtype.itemsize
         if offset + size > len(body):
             raise CodecError("truncated", f"array {name!r} runs past the end of the payload")
-        arrays[name] = np.frombuffer(body, dtype, count=int(np.prod(shape)), offset=offset).reshape(
-            shape
-        )
+        arrays[name] = np.frombuffer(body, dtype, count=count, offset=offset).reshape(shape)
         offset += size
     if set(arrays) != set(TransitionBatch.ARRAYS):
         missing = sorted(set(TransitionBatch.ARRAYS) - set(arrays))
@@ -287,10 +303,16 @@ def encode_status(status: ActorStatus) -> bytes:
     return _pack(MAGIC_STATUS, dataclasses.asdict(status))
 
 
+def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
+    """Drop fields this build does not know: a newer peer may add fields within v1."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in header.items() if k in names}
+
+
 def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
     header, _ = _unpack(data, MAGIC_STATUS, max_bytes)
     try:
-        return ActorStatus(**header)
+        return ActorStatus(**_known(ActorStatus, header))
     except TypeError as e:
         raise CodecError("bad_header", f"status: {e}") from None
 
@@ -303,7 +325,14 @@ def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
     header, _ = _unpack(data, MAGIC_CONTROL, max_bytes)
     if header.get("state") not in ("running", "paused", "stopped"):
         raise CodecError("bad_header", f"control state {header.get('state')!r}")
+    credits, default = header.get("credits", {}), header.get("default_credit")
+    if not isinstance(credits, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in credits.values()
+    ):
+        raise CodecError("bad_header", "control credits must map actor ids to integers")
+    if default is not None and (not isinstance(default, int) or isinstance(default, bool)):
+        raise CodecError("bad_header", "control default_credit must be an integer or null")
     try:
-        return ControlMessage(**header)
+        return ControlMessage(**_known(ControlMessage, header))
     except TypeError as e:
         raise CodecError("bad_header", f"control: {e}") from None

@@ -51,7 +51,7 @@ def tiny_config(run: str) -> RunConfig:
     )
 
 
-def attack(client, topics: Topics, stop: threading.Event, sent: list[str]) -> None:
+def attack(client, topics: Topics, node, stop: threading.Event, sent: list[str]) -> None:
     """Publish malformed payloads with a plain MQTT client while the learner trains."""
     nan_batch = TransitionBatch(
         "evil", 1, 0, 0, np.full((2, 4), np.nan, np.float32), np.zeros(2, np.int64),
@@ -63,7 +63,9 @@ def attack(client, topics: Topics, stop: threading.Event, sent: list[str]) -> No
         "non_finite": codec.encode_transitions(nan_batch),
         "bad_version": codec.MAGIC_TRANSITIONS + b"\x07\x00" + b"\0" * 20,
     }
-    time.sleep(2.0)
+    deadline = time.monotonic() + 60
+    while node.agent.updates == 0 and time.monotonic() < deadline:  # training is under way
+        time.sleep(0.05)
     for reason, payload in payloads.items():
         if stop.is_set():
             return
@@ -81,7 +83,7 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
     node = LearnerNode(cfg, mosquitto.url, tmp_path / "run", fleet_alive=fleet.alive)
     evil = mqtt_client_factory(mosquitto)
     stop, sent = threading.Event(), []
-    attacker = threading.Thread(target=attack, args=(evil, topics, stop, sent), daemon=True)
+    attacker = threading.Thread(target=attack, args=(evil, topics, node, stop, sent), daemon=True)
     with fleet:
         attacker.start()
         summary = node.run()
@@ -120,3 +122,13 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
     assert summary["eval_episodes"] == 10 and summary["final_eval_return"] > 0
     rows = (run / "metrics.csv").read_text().splitlines()
     assert rows[0].startswith("wall_s,env_steps") and len(rows) >= 3
+
+    # Flow control: env-step credit keeps the data within max_lag of what the updates have
+    # paid for at the replay ratio, and the run within its budget (+ one credit rounding per
+    # actor).
+    assert summary["env_steps"] <= cfg.total_env_steps + 2
+    import csv
+
+    for row in csv.DictReader(rows):
+        paid = cfg.learning_starts + cfg.max_lag_transitions + int(row["updates"]) / 0.25
+        assert int(row["env_steps"]) <= paid + 2, row

@@ -107,3 +107,14 @@ def test_ingest_staleness_filter():
     assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=7)))
     assert ing.stats.rejected["stale"] == 1 and ing.stats.rejected_transitions == 4
     assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=8, seq=1)))
+
+
+def test_ingest_never_raises_on_an_unexpected_error(monkeypatch):
+    ing, rb = make_ingest()
+
+    def broken_add(*a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(rb, "add", broken_add)
+    assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch()))
+    assert ing.stats.rejected["internal_error"] == 1

@@ -65,7 +65,14 @@ def _replace_header(payload: bytes, **changes) -> bytes:
     return struct.pack("<4sHI", magic, version, len(h)) + h + payload[10 + hlen :]
 
 
+def _raw_header(payload: bytes, edit) -> bytes:
+    magic, version, hlen = struct.unpack_from("<4sHI", payload)
+    h = edit(payload[10 : 10 + hlen])
+    return struct.pack("<4sHI", magic, version, len(h)) + h + payload[10 + hlen :]
+
+
 GOOD = codec.encode_transitions(make_batch())
+assert b'"seq":7' in GOOD
 
 # (case id, payload, spec, expected reason)
 REJECTIONS = [
@@ -105,6 +112,16 @@ REJECTIONS = [
     ("box action nan", codec.encode_transitions(
         make_batch(PENDULUM, action=np.full((5, 1), np.nan, np.float32))), PENDULUM, "non_finite"),
     ("oversized", GOOD + b"\0" * 2_000_000, CARTPOLE, "too_large"),
+    ("overflowing shape", _replace_header(GOOD, arrays=[
+        {**a, "shape": [5, 2**32, 2**32]} if a["name"] == "obs" else a
+        for a in __import__("json").loads(GOOD[10:10 + struct.unpack_from("<I", GOOD, 6)[0]])[
+            "arrays"]]), CARTPOLE, "truncated"),
+    ("int reward", _replace_header(GOOD, arrays=[
+        {**a, "dtype": "<i8"} if a["name"] == "reward" else a
+        for a in __import__("json").loads(GOOD[10:10 + struct.unpack_from("<I", GOOD, 6)[0]])[
+            "arrays"]]), CARTPOLE, "dtype"),
+    ("NaN in header", _raw_header(GOOD, lambda h: h.replace(b'"seq":7', b'"seq":NaN')),
+        CARTPOLE, "bad_header"),
 ]  # fmt: skip
 
 
@@ -115,6 +132,14 @@ def test_transition_rejections(payload, spec, reason):
     with pytest.raises(codec.CodecError) as err:
         codec.decode_transitions(payload, spec)
     assert err.value.reason == reason
+
+
+def test_unknown_status_and_control_fields_are_ignored():
+    # A newer peer may add fields within schema v1; older readers must keep working.
+    status = codec.encode_status(ActorStatus(actor_id="a", state="running"))
+    assert codec.decode_status(_replace_header(status, battery_volts=3.7)).actor_id == "a"
+    ctrl = codec.encode_control(ControlMessage("running"))
+    assert codec.decode_control(_replace_header(ctrl, future_knob=1)).state == "running"
 
 
 def test_peek_count_reads_n_or_zero():
@@ -183,9 +208,11 @@ def test_decompress_is_bounded():
 def test_status_and_control_round_trip_and_reject():
     status = ActorStatus(actor_id="a", state="running", env_steps=5, recent_return=12.5)
     assert codec.decode_status(codec.encode_status(status)) == status
-    ctrl = ControlMessage("paused", "behind")
+    ctrl = ControlMessage("running", credits={"a": 10, "b": 20}, default_credit=5)
     assert codec.decode_control(codec.encode_control(ctrl)) == ctrl
-    with pytest.raises(codec.CodecError):
-        codec.decode_control(_replace_header(codec.encode_control(ctrl), state="exploding"))
+    assert ctrl.credit_for("b") == 20 and ctrl.credit_for("new") == 5
+    for bad in ({"state": "exploding"}, {"credits": {"a": "many"}}, {"default_credit": 1.5}):
+        with pytest.raises(codec.CodecError):
+            codec.decode_control(_replace_header(codec.encode_control(ctrl), **bad))
     with pytest.raises(codec.CodecError):
         codec.decode_status(b"offline")
