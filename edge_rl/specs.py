@@ -39,7 +39,7 @@ class EnvSpec:
                 raise ValueError("a continuous action space needs a non-empty action_shape")
             if len(self.action_low) != size or len(self.action_high) != size:
                 raise ValueError("action_low/high must have one entry per action dimension")
-            if any(lo >= hi for lo, hi in zip(self.action_low, self.action_high)):
+            if any(lo >= hi for lo, hi in zip(self.action_low, self.action_high, strict=True)):
                 raise ValueError("action_low must be below action_high")
 
     @property

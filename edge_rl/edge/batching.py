@@ -43,7 +43,7 @@ class Batcher:
     def take(self) -> TransitionBatch | None:
         if not self._rows:
             return None
-        obs, action, reward, next_obs, term, trunc = zip(*self._rows)
+        obs, action, reward, next_obs, term, trunc = zip(*self._rows, strict=True)
         batch = TransitionBatch(
             actor_id=self.actor_id,
             session=self.session,

@@ -64,7 +64,11 @@ class LearnerNode:
         self.agent = DQNLearner(self.spec, cfg.dqn, seed=cfg.seed)
         self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir)
         self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
-        self._published: Published | None = None
+        self._published: Published | None = None  # the policy actors run now
+        self._last_export_updates = 0
+        self._best: tuple[Published, float] | None = None  # model selection (select_every)
+        self.selection_scores: dict[int, float] = {}  # policy version -> greedy return
+        self.deployed_from: int | None = None  # version whose weights were redeployed
         self.ingest = Ingest(
             self.spec,
             self.replay,
@@ -205,7 +209,7 @@ class LearnerNode:
             while self.env_steps < self.cfg.total_env_steps:
                 self._train_for(0.05)
                 self._send_control("running")  # new credit, if there is any to grant
-                if self.agent.updates - self._last_export_at() >= self.cfg.export.every_updates:
+                if self.agent.updates - self._last_export_updates >= self.cfg.export.every_updates:
                     self._export_and_publish()
                 self._tick(log_)
                 if self.fleet_state != "stopped" and not self._fleet_alive():
@@ -215,6 +219,7 @@ class LearnerNode:
             while self.agent.updates < self._target_updates():  # pay the replay ratio in full
                 self._train_for(0.5)
             self._export_and_publish()
+            self._deploy_best()
             self._tick(log_, force=True)
         finally:
             if self.fleet_state != "stopped":
@@ -236,11 +241,6 @@ class LearnerNode:
                 return
             self._metrics = self.agent.update(self.replay.sample(batch))
 
-    _last_export_updates = 0
-
-    def _last_export_at(self) -> int:
-        return self._last_export_updates
-
     def _export_and_publish(self) -> None:
         self._last_export_updates = self.agent.updates
         if len(self.replay) < 20:
@@ -249,22 +249,69 @@ class LearnerNode:
         published = self.publisher.export(
             self.agent.q_network, self.version + 1, self.agent.updates, eps
         )
-        if published is None:
-            return
+        if published is not None and self._publish(published):
+            every = self.cfg.select_every
+            if every and published.bundle.manifest.policy_version % every == 0:
+                self._score(published)
+
+    def _publish(self, published: Published) -> bool:
+        version = published.bundle.manifest.policy_version
         try:
             sent = self.transport.publish(self.topics.policy, published.payload, retain=True)
         except ValueError as e:  # larger than the broker accepts: keep the previous policy
             self.publisher.failed += 1
-            log.warning("policy v%d not published: %s", self.version + 1, e)
+            log.warning("policy v%d not published: %s", version, e)
+            return False
+        if not sent:
+            log.warning("policy v%d not published: broker not connected", version)
+            return False
+        # Assign, don't increment: the broker's echo of this publish may already have
+        # raised self.version on the network thread.
+        self.version = version
+        self._published = published
+        self.publisher.save(published)
+        return True
+
+    def _score(self, published: Published) -> float:
+        """Greedy return of a published int8 model in LiteRT on the learner's own env.
+
+        Model selection, like SB3's EvalCallback: these episodes are not training env steps
+        and use seeds apart from the final evaluation's, so the final figure is not the one
+        the selection was made on.
+        """
+        result = evaluate(
+            published.model,
+            self.cfg.env_id,
+            self.cfg.select_episodes,
+            manifest=published.bundle.manifest,
+            seed=self.cfg.seed + 20_000,
+        )
+        v = published.bundle.manifest.policy_version
+        self.selection_scores[v] = result.mean
+        if self._best is None or result.mean >= self._best[1]:
+            self._best = (published, result.mean)
+        log.info("policy v%d scores %.1f (best so far %.1f)", v, result.mean, self._best[1])
+        return result.mean
+
+    def _deploy_best(self) -> None:
+        """At the end, republish the best-scoring policy if the last one scores lower."""
+        if not self.cfg.select_every or self._published is None:
             return
-        if sent:
-            # Assign, don't increment: the broker's echo of this publish may already have
-            # raised self.version on the network thread.
-            self.version = published.bundle.manifest.policy_version
-            self._published = published
-            self.publisher.save(published)
-        else:
-            log.warning("policy v%d not published: broker not connected", self.version + 1)
+        last = self._published
+        v_last = last.bundle.manifest.policy_version
+        score = self.selection_scores.get(v_last)
+        if score is None:
+            score = self._score(last)
+        best, best_score = self._best  # set: the last one has been scored at least
+        if best is last or best_score <= score:
+            return
+        again = self.publisher.reversion(best, self.version + 1)
+        if self._publish(again):
+            self.deployed_from = best.bundle.manifest.policy_version
+            log.info(
+                "deployed v%d: the weights of v%d (score %.1f) over the last v%d (%.1f)",
+                self.version, self.deployed_from, best_score, v_last, score,
+            )  # fmt: skip
 
     def _version_on_disk(self) -> int:
         path = self.run_dir / "manifest.json"
@@ -346,6 +393,8 @@ class LearnerNode:
             "eval_episodes": len(result.returns) if result else 0,
             "eval_runtime": "litert",
             "policy_version": self.version,
+            "deployed_weights_of_version": self.deployed_from or self.version,
+            "selection_scores": self.selection_scores,
             "policy_precision": self.cfg.export.precision,
             "policy_model_bytes": len(p.model) if p else None,
             "policy_payload_bytes": len(p.payload) if p else None,

@@ -91,6 +91,16 @@ class PolicyPublisher:
             created_unix=time.time(),
         )
 
+    def reversion(self, published: Published, version: int) -> Published:
+        """The same model under a new policy version (to redeploy earlier weights)."""
+        import dataclasses
+
+        manifest = dataclasses.replace(
+            published.bundle.manifest, policy_version=version, created_unix=time.time()
+        )
+        bundle = PolicyBundle(manifest, published.bundle.payload)
+        return dataclasses.replace(published, bundle=bundle, payload=codec.encode_policy(bundle))
+
     def save(self, published: Published) -> None:
         """The run directory always holds the last published model and its manifest."""
         write_bytes_atomic(self.run_dir / "policy.tflite", published.model)

@@ -43,6 +43,8 @@ def tiny_config(run: str) -> RunConfig:
         replay_ratio=0.25,
         max_lag_transitions=500,
         eval_episodes=10,
+        select_every=3,
+        select_episodes=2,
         dqn=DQNConfig(hidden=(32, 32), batch_size=32),
         fleet=FleetConfig(actors=0),
         export=ExportConfig(
@@ -110,6 +112,11 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
     for reason in sent:
         assert summary["batches_rejected"].get(reason) == 1, summary["batches_rejected"]
     assert summary["transitions_rejected"] >= 2  # the NaN batch declared 2 transitions
+
+    # Model selection: what is deployed at the end is the best-scoring policy seen.
+    scores = {int(v): r for v, r in summary["selection_scores"].items()}
+    assert len(scores) >= 2  # several scored during the run, and the last one
+    assert scores[summary["deployed_weights_of_version"]] == max(scores.values())
 
     # The run directory a user gets.
     run = tmp_path / "run"
