@@ -58,12 +58,19 @@ def main(ctx: click.Context, verbose: bool) -> None:
     "--out", type=click.Path(file_okay=False), help="Run directory (default runs/<name>)."
 )
 @click.option("--broker", help="mqtt://HOST:PORT of an existing broker (default: embedded).")
+@click.option(
+    "--embedded-broker",
+    type=click.Choice(["auto", "mosquitto", "amqtt"]),
+    default="auto",
+    show_default=True,
+    help="Without --broker: Mosquitto if installed (auto), else the Python broker amqtt.",
+)
 @click.option("--fleet", "n_fleet", type=int, help="Simulated actors to start (overrides config).")
 @click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
 @click.option("--seed", type=int, help="Overrides the config's seed.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
 @click.pass_context
-def learn(ctx, config_path, out, broker, n_fleet, board, seed, sets) -> None:
+def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, sets) -> None:
     """Train: a learner, an embedded broker unless --broker, and a simulated fleet."""
     import os
 
@@ -91,7 +98,7 @@ def learn(ctx, config_path, out, broker, n_fleet, board, seed, sets) -> None:
     import dataclasses
 
     (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
-    summary = _learn(cfg, run_dir, broker)
+    summary = _learn(cfg, run_dir, broker, embedded_broker)
     click.echo(json.dumps(summary, indent=2))
     click.echo(f"run directory: {run_dir}")
 
@@ -104,7 +111,7 @@ def _plain(x):
     return x
 
 
-def _learn(cfg, run_dir: Path, broker: str | None) -> dict:
+def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") -> dict:
     from contextlib import ExitStack
 
     from edge_rl.fleet.fleet import Fleet, board_file
@@ -114,7 +121,7 @@ def _learn(cfg, run_dir: Path, broker: str | None) -> dict:
 
     with ExitStack() as stack:
         if broker is None:
-            embedded = stack.enter_context(EmbeddedBroker(log_dir=run_dir))
+            embedded = stack.enter_context(EmbeddedBroker(kind=embedded_kind, log_dir=run_dir))
             broker = embedded.url
             log.info("embedded %s broker on %s", embedded.kind, broker)
         fleet = None

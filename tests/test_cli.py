@@ -54,6 +54,24 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_avai
     assert wrong.returncode != 0 and "CartPole-v1" in wrong.stderr
 
 
+@pytest.mark.slow
+def test_learn_on_the_embedded_python_broker(tmp_path):
+    # The fallback for machines without Mosquitto: amqtt speaks MQTT 3.1.1 only.
+    run = tmp_path / "run"
+    proc = edge_rl(
+        "learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
+        "--embedded-broker", "amqtt", "--fleet", "1", "--board", "rpi5",
+        "--set", "total_env_steps=800", "--set", "learning_starts=300",
+        "--set", "dqn.hidden=[16]", "--set", "export.every_updates=50",
+        "--set", "export.min_greedy_agreement=0.0", "--set", "select_every=0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= 800 and summary["policy_version"] >= 1
+    assert summary["actors"]["sim-00"]["transitions_sent"] == summary["transitions_received"]
+    assert list(run.glob("amqtt-*.log"))
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
