@@ -104,7 +104,8 @@ class TFLitePolicy:
         if not self._int_input:
             return x.astype(self.input_quant.dtype, copy=False)
         np.rint(x, out=x)
-        np.clip(x, self._lo, self._hi, out=x)
+        np.maximum(x, self._lo, out=x)  # np.clip costs ~2 µs more on a [1, 4] array
+        np.minimum(x, self._hi, out=x)
         return x.astype(self.input_quant.dtype)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:

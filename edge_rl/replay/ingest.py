@@ -60,7 +60,9 @@ class IngestStats:
     rejected_batches: int = 0
     rejected_transitions: int = 0  # when the header was readable enough to count them
     rejected: Counter[str] = field(default_factory=Counter)  # by reason
-    by_actor: Counter[str] = field(default_factory=Counter)  # transitions accepted
+    # Transitions accepted from each actor's current process (session): what the actor's own
+    # env-step counter can be compared with when the learner grants credit.
+    by_actor: Counter[str] = field(default_factory=Counter)
     episodes: int = 0
     returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
 
@@ -81,6 +83,7 @@ class Ingest:
         self.stats = IngestStats()
         self._seqs: dict[tuple[str, int], SeqTracker] = {}
         self._ep_return: dict[tuple[str, int], float] = {}
+        self._session_of: dict[str, int] = {}  # actor id -> its latest session
         self.lock = threading.Lock()  # guards stats for readers on other threads
 
     def handle(self, topic: str, payload: bytes) -> bool:
@@ -122,6 +125,9 @@ class Ingest:
         with self.lock:
             self.stats.batches += 1
             self.stats.transitions += len(batch)
+            if self._session_of.get(batch.actor_id, batch.session) != batch.session:
+                self.stats.by_actor[batch.actor_id] = 0  # a restarted actor counts from 0
+            self._session_of[batch.actor_id] = batch.session
             self.stats.by_actor[batch.actor_id] += len(batch)
         return True
 

@@ -195,6 +195,6 @@ def test_compile_traces_without_stepping():
     before = [w.copy() for w in learner.q_network.get_weights()]
     learner.compile()
     assert learner.updates == 0
-    for a, b in zip(before, learner.q_network.get_weights()):
+    for a, b in zip(before, learner.q_network.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
     assert learner._step.experimental_get_tracing_count() == 1

@@ -83,6 +83,7 @@ def test_ingest_accepts_dedups_and_counts_episodes():
     assert (s.duplicate_batches, s.duplicate_transitions) == (1, 4)
     # episode 1: 2 steps; episode 2: the 2 leftover steps + 4 steps of seq 1 = 6
     assert s.episodes == 2 and list(s.returns) == [2.0, 6.0]
+    assert s.by_actor["a"] == 4  # the restarted process's own count (session 2)
 
 
 @pytest.mark.parametrize(

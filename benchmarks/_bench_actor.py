@@ -1,0 +1,394 @@
+"""Section 2: actor env-steps/s on CartPole-v1, a ladder up to the real ``ActorNode``.
+
+    results = bench_actor(models, broker, quick)     # models from _bench_network.build_models
+
+Each rung adds one thing the real actor does: bare ``env.step``; the bare int8 model loop;
+``TFLitePolicy`` and ε-greedy; ``Batcher`` and ``encode_transitions``; then the real
+``ActorNode`` against a real Mosquitto. The rows take turns in short slices, so that load on
+a shared machine hits them alike, and each reports the CPU time of its own thread too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+from _common import (
+    BATCH,
+    EPSILON,
+    NETS,
+    SEED,
+    md_table,
+    paho_clock,
+    process_clock,
+    read_clocks,
+    thread_clock,
+)
+
+ACTOR_NODE = "ActorNode (real MQTT; policy + control via topics)"
+
+
+class Runnable(Protocol):
+    def run(self, seconds: float) -> tuple[int, int, float, float]: ...
+    def close(self) -> None: ...
+
+
+class Rung:
+    """One in-process rung of the ladder: a step function with state kept across slices."""
+
+    def __init__(self, step: Callable[[], bool], close: Callable[[], None]) -> None:
+        self.step, self.close = step, close
+
+    def run(self, seconds: float) -> tuple[int, int, float, float]:
+        """Steps, episodes, wall s, CPU s of this thread, for ``seconds`` of stepping."""
+        step, pc = self.step, time.perf_counter
+        steps = episodes = 0
+        c0, t0 = time.thread_time(), pc()
+        deadline = t0 + seconds
+        while True:
+            for _ in range(32):  # read the clock once per 32 steps, not on every step
+                episodes += step()
+            steps += 32
+            if pc() >= deadline:
+                return steps, episodes, pc() - t0, time.thread_time() - c0
+
+
+def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
+    """The in-process rungs, bottom up; each adds one thing the real actor does."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edge_rl.edge.batching import Batcher
+    from edge_rl.edge.envs import make_env
+    from edge_rl.edge.exploration import epsilon_greedy
+    from edge_rl.edge.runtime import TFLitePolicy
+    from edge_rl.transport import codec
+
+    def policy_for(ex) -> TFLitePolicy:
+        return TFLitePolicy(ex.tflite, num_threads=1, obs_mean=ex.obs_mean, obs_std=ex.obs_std)
+
+    def env_only() -> Rung:
+        env = make_env("CartPole-v1")
+        env.reset(seed=SEED)
+        actions = np.random.default_rng(SEED).integers(0, 2, size=4096).astype(np.int64)
+        it = [0]
+
+        def step() -> bool:
+            i = it[0] = (it[0] + 1) & 4095
+            _, _, term, trunc, _ = env.step(actions[i])
+            if term or trunc:
+                env.reset()
+                return True
+            return False
+
+        return Rung(step, env.close)
+
+    def bare(exported) -> Rung:
+        env = make_env("CartPole-v1")
+        interp = Interpreter(model_content=exported.tflite, num_threads=1)
+        interp.allocate_tensors()
+        i_in = interp.get_input_details()[0]["index"]
+        i_out = interp.get_output_details()[0]["index"]
+        st, inv, gt, argmax = interp.set_tensor, interp.invoke, interp.get_tensor, np.argmax
+        # TFLitePolicy's own input map (normalise + quantise folded into one multiply-add),
+        # so that the next rung adds only what the wrapper does beyond it: dequantise the
+        # output, and ε-greedy.
+        to_input = policy_for(exported)._to_input
+        state = [env.reset(seed=SEED)[0]]
+
+        def step() -> bool:
+            st(i_in, to_input(state[0]))
+            inv()
+            obs, _, term, trunc, _ = env.step(argmax(gt(i_out)[0]))
+            if term or trunc:
+                state[0] = env.reset()[0]
+                return True
+            state[0] = obs
+            return False
+
+        return Rung(step, env.close)
+
+    def with_policy(batching: bool) -> Rung:
+        policy = policy_for(ex_int8)
+        env = make_env("CartPole-v1")
+        rng = np.random.default_rng(SEED)
+        batcher = Batcher("bench", 1, BATCH, 0.5)
+        encode = codec.encode_transitions
+        state = [env.reset(seed=SEED)[0]]
+
+        def step() -> bool:
+            obs = state[0]
+            action = epsilon_greedy(policy(obs), EPSILON, rng)
+            next_obs, reward, term, trunc, _ = env.step(action)
+            if batching:
+                batcher.add(1, obs, action, reward, next_obs, term, trunc)
+                if batcher.ready():
+                    encode(batcher.take())
+            if term or trunc:
+                state[0] = env.reset()[0]
+                return True
+            state[0] = next_obs
+            return False
+
+        return Rung(step, env.close)
+
+    return {
+        "env.step only (fixed random actions)": env_only(),
+        "bare int8: env.step(argmax(invoke(obs)))": bare(ex_int8),
+        "+ TFLitePolicy + epsilon_greedy (int8)": with_policy(False),
+        "+ Batcher + encode_transitions (no MQTT)": with_policy(True),
+        "(bare fp32: the bare loop with the fp32 model)": bare(ex_fp32),
+    }
+
+
+def policy_payload(exported, run: str) -> bytes:
+    """A real encoded policy bundle (version 1, zlib) for CartPole-v1."""
+    from edge_rl.specs import EnvSpec
+    from edge_rl.transport import codec
+    from edge_rl.types import PolicyBundle, PolicyManifest
+
+    manifest = PolicyManifest(
+        policy_version=1,
+        algo="dqn",
+        env_id="CartPole-v1",
+        env_spec=EnvSpec(obs_shape=(4,), num_actions=2),
+        precision=exported.precision,
+        input_quant=exported.input_quant,
+        output_quant=exported.output_quant,
+        obs_mean=exported.obs_mean,
+        obs_std=exported.obs_std,
+        exploration={"epsilon": EPSILON},
+        learner_step=0,
+        model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
+        model_size=len(exported.tflite),
+        codec="zlib",
+        run_id=run,
+        created_unix=time.time(),
+    )
+    bundle = PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib"))
+    return codec.encode_policy(bundle)
+
+
+class ActorRung:
+    """The real ``ActorNode`` in a thread against Mosquitto, run in slices.
+
+    The policy (a real encoded bundle, retained) and control ``running`` (retained, no
+    credits: no flow-control limit) arrive on their topics. Between slices the node is
+    parked by setting ``run_state = "paused"`` (what a ``paused`` control message does), so
+    that it takes turns with the in-process rungs instead of competing with them for the CPU.
+    """
+
+    def __init__(self, broker, exported) -> None:
+        from edge_rl.edge.board import BoardConfig, Emulation
+        from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+
+        run = f"bench-{uuid.uuid4().hex[:8]}"
+        self.learner = _publish_policy_and_control(broker.url, run, exported)
+        board = BoardConfig(board="bench-host", emulation=Emulation(compute_slowdown=1.0))
+        opts = ActorOptions(
+            actor_id="bench-00", env="CartPole-v1", broker=broker.url, run=run, seed=SEED
+        )
+        self.node = node = ActorNode(board, opts)
+        self.publish_ns = [0, 0]  # time inside MqttTransport.publish, calls
+        real_publish = node.transport.publish
+
+        def timed_publish(*args, **kwargs):
+            t0 = time.perf_counter_ns()
+            try:
+                return real_publish(*args, **kwargs)
+            finally:
+                self.publish_ns[0] += time.perf_counter_ns() - t0
+                self.publish_ns[1] += 1
+
+        node.transport.publish = timed_publish  # an instance attribute: this node only
+        self.error: list[BaseException] = []
+        self.thread = threading.Thread(target=self._target, name="actor-node", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not self.error:
+            if node.slot.current is not None and node.run_state == "running" and node.env_steps:
+                break
+            time.sleep(0.01)
+        else:
+            self.close()
+            raise RuntimeError(f"actor did not start running a policy: {self.error or 'timeout'}")
+        if node.credit is not None:
+            self.close()
+            raise RuntimeError(f"control granted a credit limit ({node.credit}); expected none")
+        time.sleep(0.2)  # warm-up
+        node.run_state = "paused"
+        self.clocks = {
+            "actor loop": thread_clock(self.thread.ident),
+            "paho network": paho_clock(node.transport),
+            "policy slot": thread_clock(node.slot._thread.ident),
+            "mosquitto (process)": process_clock(broker.pid),
+        }
+        self.cpu = dict.fromkeys(self.clocks, 0.0)
+        self.batches = self.publish_calls = 0
+        self.publish_s = 0.0
+
+    def _target(self) -> None:
+        try:
+            self.node.run()
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            self.error.append(e)
+
+    def run(self, seconds: float) -> tuple[int, int, float, float]:
+        node = self.node
+        node.run_state = "running"
+        time.sleep(0.02)  # a paused node looks at run_state every 10 ms
+        c0 = read_clocks(self.clocks)
+        s0, e0, b0, p0 = node.env_steps, node.episodes, node.batches_sent, list(self.publish_ns)
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        s1, e1, b1, p1 = node.env_steps, node.episodes, node.batches_sent, list(self.publish_ns)
+        t1 = time.perf_counter()
+        c1 = read_clocks(self.clocks)
+        node.run_state = "paused"
+        if self.error:
+            raise RuntimeError(f"actor node failed: {self.error[0]!r}")
+        for k in c0:
+            self.cpu[k] += c1[k] - c0[k]
+        self.batches += b1 - b0
+        self.publish_calls += p1[1] - p0[1]
+        self.publish_s += (p1[0] - p0[0]) / 1e9
+        return s1 - s0, e1 - e0, t1 - t0, c1["actor loop"] - c0["actor loop"]
+
+    def close(self) -> None:
+        self.node.run_state = "stopped"
+        self.thread.join(20)
+        self.learner.stop()
+
+
+def _publish_policy_and_control(url: str, run: str, exported):
+    """What a learner would retain for the actor: policy v1 and control ``running``.
+
+    ``ControlMessage("running")`` with no credits and no default credit grants no limit.
+    Returns the (started) transport; stop it when done.
+    """
+    from edge_rl.transport import codec
+    from edge_rl.transport.mqtt import MqttTransport
+    from edge_rl.transport.topics import Topics
+    from edge_rl.types import ControlMessage
+
+    topics = Topics("edge-rl", run)
+    learner = MqttTransport(url, client_id=f"bench-learner-{run}")
+    learner.start()
+    if not learner.wait_connected(10):
+        raise RuntimeError(f"no broker at {url}")
+    ok = learner.publish(topics.policy, policy_payload(exported, run), retain=True, wait=5)
+    control = codec.encode_control(ControlMessage("running"))
+    ok = ok and learner.publish(topics.control, control, retain=True, wait=5)
+    if not ok:
+        learner.stop()
+        raise RuntimeError("could not publish the policy / control messages")
+    return learner
+
+
+def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
+    seconds, slice_s = (1.5, 0.25) if quick else (5.0, 0.5)
+    label = NETS[0][0]
+    ex8, ex32 = models[label]["int8"]["exported"], models[label]["fp32"]["exported"]
+    rungs: dict[str, Runnable] = dict(make_rungs(ex8, ex32))
+    names = list(rungs)
+    rungs[ACTOR_NODE] = actor = ActorRung(broker, ex8)
+    order = names[:-1] + [ACTOR_NODE, names[-1]]  # the fp32 row last: a side note
+    acc = {n: {"steps": 0, "episodes": 0, "wall": 0.0, "cpu": 0.0, "rates": []} for n in order}
+    n_slices = round(seconds / slice_s)
+    try:
+        for r in range(n_slices):  # round-robin slices, rotating start
+            for name in order[r % len(order) :] + order[: r % len(order)]:
+                steps, eps, wall, cpu = rungs[name].run(slice_s)
+                a = acc[name]
+                a["steps"] += steps
+                a["episodes"] += eps
+                a["wall"] += wall
+                a["cpu"] += cpu
+                a["rates"].append(steps / wall)
+    finally:
+        for rung in rungs.values():
+            rung.close()
+
+    print(
+        f"## 2. Actor env-steps/s on CartPole-v1 ({seconds:g} s per row, in "
+        f"{n_slices} round-robin slices of {slice_s:g} s)\n"
+    )
+    out = {
+        name: {
+            "steps_per_s": float(np.median(a["rates"])),
+            "wall_us_per_step": 1e6 * a["wall"] / a["steps"],
+            "cpu_us_per_step": 1e6 * a["cpu"] / a["steps"],
+            "cpu_per_wall": a["cpu"] / a["wall"],
+            "steps": a["steps"],
+            "steps_per_episode": a["steps"] / max(a["episodes"], 1),
+        }
+        for name, a in acc.items()
+    }
+    _print_ladder(out, bare=out[names[1]])
+    node = _print_actor_node(actor, acc[ACTOR_NODE])
+    return {"seconds_per_row": seconds, "slice_s": slice_s, "loops": out, "actor_node": node}
+
+
+def _print_ladder(out: dict[str, dict[str, float]], bare: dict[str, float]) -> None:
+    rows, prev = [], None
+    for name, o in out.items():
+        side = name.startswith("(")  # a side note, not a rung: no delta, not a base for one
+        delta = "" if prev is None or side else f"{o['cpu_us_per_step'] - prev:+.2f}"
+        rows.append(
+            [
+                name,
+                f"{o['steps_per_s']:,.0f}",
+                f"{1e6 / o['steps_per_s']:.2f}",
+                f"{o['cpu_us_per_step']:.2f}",
+                delta,
+                f"{bare['steps_per_s'] / o['steps_per_s']:.2f}",
+                f"{o['cpu_us_per_step'] / bare['cpu_us_per_step']:.2f}",
+                f"{o['steps_per_episode']:.1f}",
+            ]
+        )
+        if not side:
+            prev = o["cpu_us_per_step"]
+    headers = [
+        "loop",
+        "steps/s (median slice)",
+        "wall µs/step",
+        "CPU µs/step",
+        "Δ CPU µs vs row above",
+        "wall: this / bare int8",
+        "CPU: this / bare int8",
+        "steps/episode",
+    ]
+    print(md_table(headers, rows))
+
+
+def _print_actor_node(actor: ActorRung, a: dict[str, Any]) -> dict[str, Any]:
+    """The ActorNode row's breakdown: publish time, CPU by thread. Returns it for the JSON."""
+    cpu = {k: v / a["wall"] for k, v in actor.cpu.items()}
+    per_step = {k: 1e6 * v / a["steps"] for k, v in actor.cpu.items()}
+    publish_us_step = 1e6 * actor.publish_s / a["steps"]
+    node = {
+        "batches": actor.batches,
+        "publish_calls": actor.publish_calls,
+        "publish_us_per_call": 1e6 * actor.publish_s / max(actor.publish_calls, 1),
+        "publish_us_per_step": publish_us_step,
+        "cpu_share_of_one_core": cpu,
+        "cpu_us_per_step_by_thread": per_step,
+        "policy_version": actor.node.slot.version,
+        "spool_dropped_batches": actor.node.spool.dropped_batches,
+        "stopped_cleanly": not actor.thread.is_alive(),
+    }
+    print(
+        f"\nActorNode: {a['steps']:,} steps under policy v{node['policy_version']}, "
+        f"{actor.batches} batches published; `MqttTransport.publish` "
+        f"{node['publish_us_per_call']:.0f} µs/call ({actor.publish_calls} calls incl. status) "
+        f"= {publish_us_step:.2f} µs/step. CPU µs per env step by thread: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in per_step.items())
+        + ". CPU while running, % of one core: "
+        + ", ".join(f"{k} {100 * v:.0f}%" for k, v in cpu.items())
+        + ".\n"
+    )
+    return node
