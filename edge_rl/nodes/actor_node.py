@@ -77,6 +77,7 @@ class ActorNode:
         self._ran = False
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
         self.control_rejected = self.oversize_dropped = 0
+        self.steps_per_s = 0.0
         self._returns: deque[float] = deque(maxlen=20)
         self.transport = MqttTransport(
             opts.broker,
@@ -210,8 +211,6 @@ class ActorNode:
         )
 
     # --- status -----------------------------------------------------------------------
-
-    steps_per_s = 0.0
 
     def _status(self, state: ActorState) -> ActorStatus:
         return ActorStatus(

@@ -10,6 +10,7 @@ threads:  paho network  --(bounded queue)-->  ingest: decode, validate, dedup, r
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import queue
@@ -66,6 +67,7 @@ class LearnerNode:
         self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
         self._published: Published | None = None  # the policy actors run now
         self._last_export_updates = 0
+        self._next_tick = 0.0
         self._best: tuple[Published, float] | None = None  # model selection (select_every)
         self.selection_scores: dict[int, float] = {}  # policy version -> greedy return
         self.deployed_from: int | None = None  # version whose weights were redeployed
@@ -317,8 +319,6 @@ class LearnerNode:
         path = self.run_dir / "manifest.json"
         if not path.exists():
             return 0
-        import json
-
         return int(json.loads(path.read_text()).get("policy_version", 0))
 
     def _wait_for_actors(self, timeout: float) -> None:
@@ -332,8 +332,6 @@ class LearnerNode:
         time.sleep(0.2)
         while not self.inbox.empty() and time.monotonic() < deadline + 5:
             time.sleep(0.05)
-
-    _next_tick = 0.0
 
     def _tick(self, log_: MetricsLog, force: bool = False) -> None:
         now = time.monotonic()
