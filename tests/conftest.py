@@ -7,8 +7,11 @@ A missing Mosquitto skips the real-broker tests on a laptop and fails them in CI
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -102,3 +105,21 @@ def mqtt_client_factory() -> Iterator[MqttClientFactory]:
     for client in clients:
         client.disconnect()
         client.loop_stop()
+
+
+def run_cli(*args: str, timeout: float = 240):
+    """``python -m edge_rl.cli ARGS`` from the repository root, output captured."""
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run(
+        [sys.executable, "-m", "edge_rl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+    )
+
+
+@pytest.fixture
+def cli():
+    """Run the ``edge-rl`` command as a user would (see ``run_cli``)."""
+    return run_cli

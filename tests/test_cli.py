@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,20 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def edge_rl(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_rl.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-
-
 @pytest.mark.slow
-def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_available):
+def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_available, cli):
     run = tmp_path / "run"
-    proc = edge_rl(
+    proc = cli(
         "learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
         "--fleet", "2", "--board", "rpi5",
         "--set", "total_env_steps=2500", "--set", "learning_starts=500",
@@ -45,20 +33,20 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_avai
     assert set(summary["actors"]) == {"sim-00", "sim-01"}
     assert (run / "fleet" / "sim-00.log").exists() and (run / "config.yaml").exists()
 
-    ev = edge_rl("eval", str(run / "policy.tflite"), "--env", "CartPole-v1", "--episodes", "3")
+    ev = cli("eval", str(run / "policy.tflite"), "--env", "CartPole-v1", "--episodes", "3")
     assert ev.returncode == 0, ev.stderr[-2000:]
     result = json.loads(ev.stdout)
     assert len(result["returns"]) == 3 and result["mean_return"] > 0
 
-    wrong = edge_rl("eval", str(run / "policy.tflite"), "--env", "Acrobot-v1")
+    wrong = cli("eval", str(run / "policy.tflite"), "--env", "Acrobot-v1")
     assert wrong.returncode != 0 and "CartPole-v1" in wrong.stderr
 
 
 @pytest.mark.slow
-def test_learn_on_the_embedded_python_broker(tmp_path):
+def test_learn_on_the_embedded_python_broker(tmp_path, cli):
     # The fallback for machines without Mosquitto: amqtt speaks MQTT 3.1.1 only.
     run = tmp_path / "run"
-    proc = edge_rl(
+    proc = cli(
         "learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
         "--embedded-broker", "amqtt", "--fleet", "1", "--board", "rpi5",
         "--set", "total_env_steps=800", "--set", "learning_starts=300",
@@ -88,8 +76,8 @@ def test_learn_on_the_embedded_python_broker(tmp_path):
     ],
     ids=["unknown key", "bad value", "bad --set", "unknown board", "bad url", "bad id"],
 )  # fmt: skip
-def test_bad_input_gets_a_clear_error(args, message):
-    proc = edge_rl(*args, timeout=60)
+def test_bad_input_gets_a_clear_error(args, message, cli):
+    proc = cli(*args, timeout=60)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

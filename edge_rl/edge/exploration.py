@@ -20,3 +20,16 @@ def epsilon_greedy(q_values: np.ndarray, epsilon: float, rng: np.random.Generato
     if rng.random() < epsilon:
         return np.int64(rng.integers(q_values.shape[-1]))
     return np.int64(np.argmax(q_values))
+
+
+def gaussian(
+    action: np.ndarray, sigma: float, spec: EnvSpec, rng: np.random.Generator
+) -> np.ndarray:
+    """``clip(a + N(0, (sigma * half_range)^2), low, high)``: TD3's exploration noise.
+
+    ``sigma`` is a fraction of the action half-range, so one value fits every env.
+    """
+    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
+    a = np.asarray(action, np.float32).reshape(-1)
+    noisy = a + rng.normal(0.0, sigma, a.shape).astype(np.float32) * (high - low) / 2
+    return np.clip(noisy, low, high).reshape(spec.action_shape)

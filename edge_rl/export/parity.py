@@ -43,3 +43,26 @@ def check_q_parity(exported: ExportedModel, model: keras.Model, obs: np.ndarray)
         max_abs_error=float(error.max()),
         mean_abs_error=float(error.mean()),
     )
+
+
+@dataclass(frozen=True)
+class ActionParityReport:
+    n: int  # observations compared
+    # |a_lite - a_float| in fractions of the action half-range (high - low) / 2, so that one
+    # threshold fits every env: 0.01 is 1 % of the way from the centre to a bound.
+    max_error: float  # over all rows and action dimensions
+    mean_error: float
+
+
+def check_action_parity(
+    exported: ExportedModel, model: keras.Model, obs: np.ndarray, half_range: np.ndarray
+) -> ActionParityReport:
+    """Compare a deterministic actor in LiteRT with ``model`` on raw observations."""
+    obs = np.asarray(obs, np.float32)
+    if obs.ndim < 2 or obs.shape[0] == 0:
+        raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
+    policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
+    a_lite = policy.batch(obs)  # [n, act_dim]
+    a_float = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, act_dim]
+    error = np.abs(a_lite - a_float) / np.asarray(half_range, np.float32)  # [n, act_dim]
+    return ActionParityReport(int(obs.shape[0]), float(error.max()), float(error.mean()))

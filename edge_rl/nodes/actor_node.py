@@ -29,7 +29,7 @@ from edge_rl.edge.batching import Batcher, Spool
 from edge_rl.edge.board import BoardConfig
 from edge_rl.edge.emulation import Throttle
 from edge_rl.edge.envs import make_env
-from edge_rl.edge.exploration import epsilon_greedy, random_action
+from edge_rl.edge.exploration import epsilon_greedy, gaussian, random_action
 from edge_rl.edge.policy_slot import PolicySlot
 from edge_rl.specs import EnvSpec
 from edge_rl.transport import codec
@@ -142,10 +142,7 @@ class ActorNode:
                 version, action = 0, random_action(self.spec, self.rng)
             else:
                 version = policy.manifest.policy_version
-                q = policy.runner(obs)
-                action = epsilon_greedy(
-                    q, policy.manifest.exploration.get("epsilon", 0.0), self.rng
-                )
+                action = self._explore(policy.runner(obs), policy.manifest.exploration)
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
             self.throttle.charge(time.perf_counter() - t0)  # inference + env step
             self.env_steps += 1
@@ -164,6 +161,12 @@ class ActorNode:
                 self._ship(self.batcher.take())
             if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
                 break
+
+    def _explore(self, out: np.ndarray, exploration: dict[str, float]) -> np.ndarray:
+        """The model's output (Q-values or an action in bounds) -> the action to take."""
+        if self.spec.discrete:
+            return epsilon_greedy(out, exploration.get("epsilon", 0.0), self.rng)
+        return gaussian(out, exploration.get("sigma", 0.0), self.spec, self.rng)
 
     def _state(self) -> ActorState:
         if self.run_state == "waiting":

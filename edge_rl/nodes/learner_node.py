@@ -20,11 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edge_rl.agents.dqn.config import epsilon_at
-from edge_rl.agents.dqn.learning import DQNLearner
 from edge_rl.config import RunConfig
 from edge_rl.edge.envs import make_env
 from edge_rl.edge.evaluate import evaluate
+from edge_rl.nodes.algos import make_algo
 from edge_rl.nodes.publisher import PolicyPublisher, Published
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.replay.ingest import Ingest
@@ -41,7 +40,7 @@ log = logging.getLogger(__name__)
 METRICS = [
     "wall_s", "env_steps", "episodes", "recent_return", "updates", "updates_per_s", "loss",
     "mean_q", "policy_version", "actors_online", "transitions_rejected",
-    "transitions_duplicate", "ingest_queue_dropped", "fleet_state", "epsilon",
+    "transitions_duplicate", "ingest_queue_dropped", "fleet_state", "epsilon", "sigma",
 ]  # fmt: skip
 
 
@@ -62,7 +61,7 @@ class LearnerNode:
         env.close()
         self.topics = Topics(cfg.transport.root, cfg.run)
         self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
-        self.agent = DQNLearner(self.spec, cfg.dqn, seed=cfg.seed)
+        self.agent = make_algo(cfg, self.spec)
         self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir)
         self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
         self._published: Published | None = None  # the policy actors run now
@@ -194,7 +193,7 @@ class LearnerNode:
         return int(self.cfg.replay_ratio * max(0, self.env_steps - self.cfg.learning_starts))
 
     def run(self) -> dict[str, Any]:
-        self.agent.compile()  # before any data flows: see DQNLearner.compile
+        self.agent.compile()  # trace before any data flows: tracing holds the GIL for seconds
         self.transport.start()
         if not self.transport.wait_connected(15):
             self.transport.stop()
@@ -236,20 +235,18 @@ class LearnerNode:
 
     def _train_for(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        batch = self.cfg.dqn.batch_size
         while time.monotonic() < deadline:
-            if self.agent.updates >= self._target_updates() or len(self.replay) < batch:
+            if self.agent.updates >= self._target_updates() or len(self.replay) == 0:
                 time.sleep(0.002)
                 return
-            self._metrics = self.agent.update(self.replay.sample(batch))
+            self._metrics = self.agent.update(self.replay)
 
     def _export_and_publish(self) -> None:
         self._last_export_updates = self.agent.updates
         if len(self.replay) < 20:
             return
-        eps = epsilon_at(self.cfg.dqn, self.env_steps, self.cfg.total_env_steps)
         published = self.publisher.export(
-            self.agent.q_network, self.version + 1, self.agent.updates, eps
+            self.agent, self.version + 1, self.agent.updates, self.agent.exploration(self.env_steps)
         )
         if published is not None and self._publish(published):
             every = self.cfg.select_every
@@ -363,7 +360,7 @@ class LearnerNode:
             "transitions_duplicate": s.duplicate_transitions,
             "ingest_queue_dropped": self.inbox_dropped,
             "fleet_state": self.fleet_state,
-            "epsilon": epsilon_at(self.cfg.dqn, s.transitions, self.cfg.total_env_steps),
+            **self.agent.exploration(s.transitions),
         }
 
     def _summary(self) -> dict[str, Any]:
@@ -396,7 +393,7 @@ class LearnerNode:
             "policy_precision": self.cfg.export.precision,
             "policy_model_bytes": len(p.model) if p else None,
             "policy_payload_bytes": len(p.payload) if p else None,
-            "parity_greedy_agreement": p.parity.greedy_agreement if p else None,
+            "parity": p.parity if p else None,
             "exports_failed": self.publisher.failed,
             "transitions_received": s.transitions,
             "transitions_rejected": s.rejected_transitions,

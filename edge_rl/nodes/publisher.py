@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from edge_rl.config import RunConfig
-from edge_rl.export.parity import ParityReport, check_q_parity
 from edge_rl.export.tflite import ExportedModel, export_policy
+from edge_rl.nodes.algos import Algo
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.logs import write_bytes_atomic, write_json_atomic
@@ -30,7 +30,7 @@ class Published:
     bundle: PolicyBundle
     payload: bytes  # the encoded bundle as sent
     model: bytes  # uncompressed .tflite
-    parity: ParityReport
+    parity: dict[str, float]  # the algorithm's parity figures (see nodes/algos.py)
     export_seconds: float
 
 
@@ -39,37 +39,37 @@ class PolicyPublisher:
         self.cfg, self.spec, self.replay, self.run_dir = cfg, spec, replay, run_dir
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.failed = 0
-        self.last_parity: ParityReport | None = None
+        self.last_parity: dict[str, float] = {}
 
     def export(
-        self, q_network, version: int, learner_step: int, epsilon: float
+        self, algo: Algo, version: int, learner_step: int, exploration: dict[str, float]
     ) -> Published | None:
-        """Export and check; the bundle, or None when the parity check fails."""
+        """Export and check in LiteRT; the bundle, or None when the parity check fails."""
         t0 = time.perf_counter()
         e = self.cfg.export
         # Calibration and parity observations are disjoint draws from replay.
         obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
-        exported = export_policy(q_network, obs[:n_cal], e.precision)
-        parity = check_q_parity(exported, q_network, obs[n_cal:])
+        exported = export_policy(algo.policy_network, obs[:n_cal], e.precision)
+        ok, parity = algo.check(exported, obs[n_cal:])
         self.last_parity = parity
-        if parity.greedy_agreement < e.min_greedy_agreement:
+        if not ok:
             self.failed += 1
-            log.warning(
-                "export v%d not published: greedy agreement %.3f < %.3f",
-                version,
-                parity.greedy_agreement,
-                e.min_greedy_agreement,
-            )
+            log.warning("export v%d not published: parity check failed %s", version, parity)
             return None
-        manifest = self._manifest(exported, version, learner_step, epsilon)
+        manifest = self._manifest(exported, version, learner_step, exploration, algo.output_kind)
         bundle = PolicyBundle(manifest, codec.compress_model(exported.tflite, e.codec))
         return Published(
             bundle, codec.encode_policy(bundle), exported.tflite, parity, time.perf_counter() - t0
         )
 
     def _manifest(
-        self, exported: ExportedModel, version: int, step: int, epsilon: float
+        self,
+        exported: ExportedModel,
+        version: int,
+        step: int,
+        exploration: dict[str, float],
+        output_kind: str,
     ) -> PolicyManifest:
         return PolicyManifest(
             policy_version=version,
@@ -81,12 +81,12 @@ class PolicyPublisher:
             output_quant=exported.output_quant,
             obs_mean=exported.obs_mean,
             obs_std=exported.obs_std,
-            exploration={"epsilon": float(epsilon)},
+            exploration={k: float(v) for k, v in exploration.items()},
             learner_step=step,
             model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
             model_size=len(exported.tflite),
             codec=self.cfg.export.codec,
-            output_kind="q_values",
+            output_kind=output_kind,
             run_id=self.cfg.run,
             created_unix=time.time(),
         )

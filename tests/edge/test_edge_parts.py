@@ -103,3 +103,17 @@ def test_env_factory_forms():
         make_env("NoSuchEnv-v0")
     with pytest.raises(ValueError):
         make_env("no.such.module:make")
+
+
+def test_gaussian_exploration_is_scaled_and_clipped():
+    from edge_rl.edge.exploration import gaussian
+
+    rng = np.random.default_rng(0)
+    box = EnvSpec(obs_shape=(3,), action_shape=(2,), action_low=(-2, 0), action_high=(2, 1))
+    centre = np.array([0.0, 0.5], np.float32)
+    a = np.stack([gaussian(centre, 0.1, box, rng) for _ in range(4000)])
+    # sigma is a fraction of the half-range: 0.1 * 2 = 0.2 and 0.1 * 0.5 = 0.05
+    np.testing.assert_allclose(a.std(axis=0), [0.2, 0.05], rtol=0.1)
+    edge = np.stack([gaussian(np.array([2.0, 1.0]), 0.5, box, rng) for _ in range(500)])
+    assert edge[:, 0].max() <= 2.0 and edge[:, 1].max() <= 1.0 and edge.dtype == np.float32
+    assert np.array_equal(gaussian(centre, 0.0, box, rng), centre)

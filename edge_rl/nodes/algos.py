@@ -1,0 +1,117 @@
+"""What the learner node needs to know of each algorithm, behind one small seam.
+
+    algo = make_algo(cfg, spec)
+    metrics = algo.update(replay)                 # one compiled call: >= 1 gradient steps
+    net = algo.policy_network                     # what is exported and deployed
+    exploration = algo.exploration(env_steps)     # goes into the manifest
+    ok, report = algo.check(exported, obs)        # LiteRT parity gate before publishing
+
+The update math lives in ``edge_rl.agents``; this only adapts it to the node.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from edge_rl.config import RunConfig
+from edge_rl.export.parity import check_action_parity, check_q_parity
+from edge_rl.export.tflite import ExportedModel
+from edge_rl.replay.buffer import ReplayBuffer
+from edge_rl.specs import EnvSpec
+
+
+class Algo(Protocol):
+    output_kind: str  # what the deployed model outputs (manifest.output_kind)
+    batch_size: int  # transitions one update() call samples
+
+    @property
+    def updates(self) -> int: ...
+    @property
+    def policy_network(self) -> Any: ...
+    def compile(self) -> None: ...
+    def update(self, replay: ReplayBuffer) -> dict[str, float]: ...
+    def exploration(self, env_steps: int) -> dict[str, float]: ...
+    def check(self, exported: ExportedModel, obs: np.ndarray) -> tuple[bool, dict[str, float]]: ...
+
+
+class DQNAlgo:
+    output_kind = "q_values"
+
+    def __init__(self, cfg: RunConfig, spec: EnvSpec) -> None:
+        from edge_rl.agents.dqn.learning import DQNLearner
+
+        self.cfg = cfg
+        self.agent = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
+        self.batch_size = cfg.dqn.batch_size
+
+    @property
+    def updates(self) -> int:
+        return self.agent.updates
+
+    @property
+    def policy_network(self) -> Any:
+        return self.agent.q_network
+
+    def compile(self) -> None:
+        self.agent.compile()
+
+    def update(self, replay: ReplayBuffer) -> dict[str, float]:
+        return self.agent.update(replay.sample(self.batch_size))
+
+    def exploration(self, env_steps: int) -> dict[str, float]:
+        from edge_rl.agents.dqn.config import epsilon_at
+
+        return {"epsilon": epsilon_at(self.cfg.dqn, env_steps, self.cfg.total_env_steps)}
+
+    def check(self, exported: ExportedModel, obs: np.ndarray) -> tuple[bool, dict[str, float]]:
+        r = check_q_parity(exported, self.agent.q_network, obs)
+        report = {"greedy_agreement": r.greedy_agreement, "max_abs_error": r.max_abs_error}
+        return r.greedy_agreement >= self.cfg.export.min_greedy_agreement, report
+
+
+class TD3Algo:
+    output_kind = "action"  # already inside the env's bounds
+
+    def __init__(self, cfg: RunConfig, spec: EnvSpec) -> None:
+        from edge_rl.agents.td3.learning import TD3Learner
+
+        self.cfg = cfg
+        self.agent = TD3Learner(spec, cfg.td3, seed=cfg.seed)
+        # One call takes updates_per_call gradient steps, each on its own minibatch.
+        self.batch_size = cfg.td3.batch_size * cfg.td3.updates_per_call
+        self.half_range = (np.asarray(spec.action_high) - np.asarray(spec.action_low)) / 2
+
+    @property
+    def updates(self) -> int:
+        return self.agent.updates
+
+    @property
+    def policy_network(self) -> Any:
+        return self.agent.actor_network
+
+    def compile(self) -> None:
+        self.agent.compile()
+
+    def update(self, replay: ReplayBuffer) -> dict[str, float]:
+        return self.agent.update(replay.sample(self.batch_size))
+
+    def exploration(self, env_steps: int) -> dict[str, float]:
+        return {"sigma": self.cfg.td3.exploration_sigma}
+
+    def check(self, exported: ExportedModel, obs: np.ndarray) -> tuple[bool, dict[str, float]]:
+        r = check_action_parity(exported, self.agent.actor_network, obs, self.half_range)
+        e = self.cfg.export
+        ok = r.max_error <= e.max_action_error and r.mean_error <= e.mean_action_error
+        return ok, {"max_action_error": r.max_error, "mean_action_error": r.mean_error}
+
+
+def make_algo(cfg: RunConfig, spec: EnvSpec) -> Algo:
+    if cfg.algo == "dqn":
+        if not spec.discrete:
+            raise ValueError(f"dqn needs a discrete action space; {cfg.env_id} has a Box")
+        return DQNAlgo(cfg, spec)
+    if spec.discrete:
+        raise ValueError(f"td3 needs a Box action space; {cfg.env_id} is discrete")
+    return TD3Algo(cfg, spec)
