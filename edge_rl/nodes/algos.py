@@ -4,7 +4,7 @@
     metrics = algo.update(replay)                 # one compiled call: >= 1 gradient steps
     net = algo.policy_network                     # what is exported and deployed
     exploration = algo.exploration(env_steps)     # goes into the manifest
-    ok, report = algo.check(exported, obs)        # LiteRT parity gate before publishing
+    ok, report = algo.check(exported, net, obs)   # LiteRT parity gate before publishing
 
 The update math lives in ``edge_rl.agents``; this only adapts it to the node.
 """
@@ -33,7 +33,9 @@ class Algo(Protocol):
     def compile(self) -> None: ...
     def update(self, replay: ReplayBuffer) -> dict[str, float]: ...
     def exploration(self, env_steps: int) -> dict[str, float]: ...
-    def check(self, exported: ExportedModel, obs: np.ndarray) -> tuple[bool, dict[str, float]]: ...
+    def check(
+        self, exported: ExportedModel, model: Any, obs: np.ndarray
+    ) -> tuple[bool, dict[str, float]]: ...
 
 
 class DQNAlgo:
@@ -65,8 +67,10 @@ class DQNAlgo:
 
         return {"epsilon": epsilon_at(self.cfg.dqn, env_steps, self.cfg.total_env_steps)}
 
-    def check(self, exported: ExportedModel, obs: np.ndarray) -> tuple[bool, dict[str, float]]:
-        r = check_q_parity(exported, self.agent.q_network, obs)
+    def check(
+        self, exported: ExportedModel, model: Any, obs: np.ndarray
+    ) -> tuple[bool, dict[str, float]]:
+        r = check_q_parity(exported, model, obs)
         report = {"greedy_agreement": r.greedy_agreement, "max_abs_error": r.max_abs_error}
         return r.greedy_agreement >= self.cfg.export.min_greedy_agreement, report
 
@@ -100,8 +104,10 @@ class TD3Algo:
     def exploration(self, env_steps: int) -> dict[str, float]:
         return {"sigma": self.cfg.td3.exploration_sigma}
 
-    def check(self, exported: ExportedModel, obs: np.ndarray) -> tuple[bool, dict[str, float]]:
-        r = check_action_parity(exported, self.agent.actor_network, obs, self.half_range)
+    def check(
+        self, exported: ExportedModel, model: Any, obs: np.ndarray
+    ) -> tuple[bool, dict[str, float]]:
+        r = check_action_parity(exported, model, obs, self.half_range)
         e = self.cfg.export
         ok = r.max_error <= e.max_action_error and r.mean_error <= e.mean_action_error
         return ok, {"max_action_error": r.max_error, "mean_action_error": r.mean_error}

@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from edge_rl.config import RunConfig
 from edge_rl.edge.envs import make_env
 from edge_rl.edge.evaluate import evaluate
 from edge_rl.nodes.algos import make_algo
-from edge_rl.nodes.publisher import PolicyPublisher, Published
+from edge_rl.nodes.publisher import PolicyPublisher, Published, snapshot
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.replay.ingest import Ingest
 from edge_rl.specs import EnvSpec
@@ -66,6 +67,8 @@ class LearnerNode:
         self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
         self._published: Published | None = None  # the policy actors run now
         self._last_export_updates = 0
+        self._exporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exporter")
+        self._export_job: Future | None = None
         self._next_tick = 0.0
         self._best: tuple[Published, float] | None = None  # model selection (select_every)
         self.selection_scores: dict[int, float] = {}  # policy version -> greedy return
@@ -89,6 +92,8 @@ class LearnerNode:
         self._stop = threading.Event()
         self._control_lock = threading.Lock()
         self._last_control: ControlMessage | None = None
+        self._granted: dict[str, int] = {}  # actor id -> env steps it may take in all
+        self._received_from: dict[str, int] = {}  # actor id -> transitions counted so far
         self._metrics: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
         self.transport = MqttTransport(
             broker_url,
@@ -154,10 +159,11 @@ class LearnerNode:
         """Grant env-step credit so that the data never runs far ahead of the updates.
 
         The fleet may have produced ``learning_starts + max_lag + updates / replay_ratio``
-        transitions in all (never more than the budget). What is not yet received is shared
-        evenly among the actors known to be online, on top of what each has delivered.
-        An actor not known yet gets none: it announces itself with its status on connect
-        and is granted credit in the next control message (~50 ms later).
+        transitions in all (never more than the budget). Credit, once granted, cannot be
+        taken back (an actor may already have used it), so the learner only adds to it:
+        what is neither received nor already granted is shared evenly among the actors known
+        to be online. An actor not known yet gets none: it announces itself with its status
+        on connect and is granted credit in the next control message (~50 ms later).
         """
         cfg = self.cfg
         allowed = cfg.learning_starts + cfg.max_lag_transitions
@@ -166,12 +172,22 @@ class LearnerNode:
         with self.ingest.lock:
             received, by_actor = self.ingest.stats.transitions, dict(self.ingest.stats.by_actor)
         online = {a for a, st in self.actors.items() if st.state not in ("offline", "stopped")}
-        known = online | {a for a in by_actor if a not in self.actors}
-        share = math.ceil(max(0, allowed - received) / max(1, len(known)))
+        known = sorted(online | {a for a in by_actor if a not in self.actors})
+        for a in known:
+            got = by_actor.get(a, 0)
+            if got < self._received_from.get(a, 0):  # a restarted process counts from 0
+                self._granted[a] = got
+            self._received_from[a] = got
+            self._granted[a] = max(self._granted.get(a, 0), got)
+        outstanding = sum(self._granted[a] - by_actor.get(a, 0) for a in known)
+        available = allowed - received - outstanding
+        if available > 0 and known:
+            share, extra = divmod(available, len(known))
+            for i, a in enumerate(known):
+                self._granted[a] += share + (i < extra)
         return ControlMessage(
-            "running", credits={a: by_actor.get(a, 0) + share for a in sorted(known)},
-            default_credit=0,
-        )  # fmt: skip
+            "running", credits={a: self._granted[a] for a in known}, default_credit=0
+        )
 
     def _ingest_loop(self) -> None:
         while not (self._stop.is_set() and self.inbox.empty()):
@@ -219,10 +235,11 @@ class LearnerNode:
             self._wait_for_actors(timeout=15)
             while self.agent.updates < self._target_updates():  # pay the replay ratio in full
                 self._train_for(0.5)
-            self._export_and_publish()
+            self._export_and_publish(wait=True)
             self._deploy_best()
             self._tick(log_, force=True)
         finally:
+            self._exporter.shutdown(wait=True)
             if self.fleet_state != "stopped":
                 self._send_control("stopped")
             self._stop.set()
@@ -241,16 +258,43 @@ class LearnerNode:
                 return
             self._metrics = self.agent.update(self.replay)
 
-    def _export_and_publish(self) -> None:
+    def _export_and_publish(self, wait: bool = False) -> None:
+        """Export the policy network; in the background unless ``wait``.
+
+        The network is snapshotted here (milliseconds); conversion, the LiteRT parity check,
+        publishing and scoring (~0.5 s and more) run on the exporter thread while training
+        goes on. One export at a time: while one is in flight, the next is skipped.
+        """
         self._last_export_updates = self.agent.updates
         if len(self.replay) < 20:
             return
-        published = self.publisher.export(
-            self.agent, self.version + 1, self.agent.updates, self.agent.exploration(self.env_steps)
+        if self._export_job is not None and not self._export_job.done():
+            if not wait:
+                return
+            self._export_job.result()
+        args = (
+            snapshot(self.agent.policy_network),
+            self.version + 1,
+            self.agent.updates,
+            self.agent.exploration(self.env_steps),
         )
+        if wait:
+            self._export_job_body(*args)
+        else:
+            self._export_job = self._exporter.submit(self._export_job_body, *args)
+
+    def _export_job_body(
+        self, model: Any, version: int, step: int, exploration: dict[str, float]
+    ) -> None:
+        try:
+            published = self.publisher.export(self.agent, model, version, step, exploration)
+        except Exception:  # noqa: BLE001 - a failed export must not end the run
+            self.publisher.failed += 1
+            log.exception("export v%d failed", version)
+            return
         if published is not None and self._publish(published):
             every = self.cfg.select_every
-            if every and published.bundle.manifest.policy_version % every == 0:
+            if every and version % every == 0:
                 self._score(published)
 
     def _publish(self, published: Published) -> bool:

@@ -10,6 +10,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,16 @@ class Published:
     export_seconds: float
 
 
+def snapshot(network: Any) -> Any:
+    """A copy of a Keras network with its current weights: what a background export
+    converts while training goes on changing the original."""
+    import keras
+
+    copy = keras.models.clone_model(network)
+    copy.set_weights(network.get_weights())
+    return copy
+
+
 class PolicyPublisher:
     def __init__(self, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, run_dir: Path) -> None:
         self.cfg, self.spec, self.replay, self.run_dir = cfg, spec, replay, run_dir
@@ -42,16 +53,22 @@ class PolicyPublisher:
         self.last_parity: dict[str, float] = {}
 
     def export(
-        self, algo: Algo, version: int, learner_step: int, exploration: dict[str, float]
+        self,
+        algo: Algo,
+        model: Any,
+        version: int,
+        learner_step: int,
+        exploration: dict[str, float],
     ) -> Published | None:
-        """Export and check in LiteRT; the bundle, or None when the parity check fails."""
+        """Export ``model`` (a snapshot of the policy network, see ``snapshot``) and check it
+        in LiteRT against the same snapshot; the bundle, or None when the check fails."""
         t0 = time.perf_counter()
         e = self.cfg.export
         # Calibration and parity observations are disjoint draws from replay.
         obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
-        exported = export_policy(algo.policy_network, obs[:n_cal], e.precision)
-        ok, parity = algo.check(exported, obs[n_cal:])
+        exported = export_policy(model, obs[:n_cal], e.precision)
+        ok, parity = algo.check(exported, model, obs[n_cal:])
         self.last_parity = parity
         if not ok:
             self.failed += 1
