@@ -15,6 +15,19 @@ from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.export.tflite import ExportedModel
 
 
+def _both(
+    exported: ExportedModel, model: keras.Model, obs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exported model in LiteRT and the float model, on the same raw observations."""
+    obs = np.asarray(obs, np.float32)
+    if obs.ndim < 2 or obs.shape[0] == 0:
+        raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
+    policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
+    lite = policy.batch(obs)  # [n, out]
+    float_out = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, out]
+    return lite, float_out
+
+
 @dataclass(frozen=True)
 class ParityReport:
     n: int  # observations compared
@@ -29,12 +42,7 @@ def check_q_parity(exported: ExportedModel, model: keras.Model, obs: np.ndarray)
     LiteRT goes through ``TFLitePolicy``, the actor's own loader, so that the
     normalisation and (de)quantisation the actor does are part of what is checked.
     """
-    obs = np.asarray(obs, np.float32)
-    if obs.ndim < 2 or obs.shape[0] == 0:
-        raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
-    policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
-    q_lite = policy.batch(obs)  # [n, A]
-    q_float = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, A]
+    q_lite, q_float = _both(exported, model, obs)  # [n, A] each
     error = np.abs(q_lite - q_float)
     agree = np.argmax(q_lite, axis=1) == np.argmax(q_float, axis=1)  # [n]
     return ParityReport(
@@ -58,11 +66,6 @@ def check_action_parity(
     exported: ExportedModel, model: keras.Model, obs: np.ndarray, half_range: np.ndarray
 ) -> ActionParityReport:
     """Compare a deterministic actor in LiteRT with ``model`` on raw observations."""
-    obs = np.asarray(obs, np.float32)
-    if obs.ndim < 2 or obs.shape[0] == 0:
-        raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
-    policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
-    a_lite = policy.batch(obs)  # [n, act_dim]
-    a_float = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, act_dim]
+    a_lite, a_float = _both(exported, model, obs)  # [n, act_dim] each
     error = np.abs(a_lite - a_float) / np.asarray(half_range, np.float32)  # [n, act_dim]
     return ActionParityReport(int(obs.shape[0]), float(error.max()), float(error.mean()))
