@@ -25,6 +25,7 @@ from edge_rl.config import RunConfig
 from edge_rl.edge.envs import make_env
 from edge_rl.edge.evaluate import evaluate
 from edge_rl.nodes.algos import make_algo
+from edge_rl.nodes.credit import CreditLedger
 from edge_rl.nodes.publisher import PolicyPublisher, Published, snapshot
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.replay.ingest import Ingest
@@ -92,8 +93,7 @@ class LearnerNode:
         self._stop = threading.Event()
         self._control_lock = threading.Lock()
         self._last_control: ControlMessage | None = None
-        self._granted: dict[str, int] = {}  # actor id -> env steps it may take in all
-        self._received_from: dict[str, int] = {}  # actor id -> transitions counted so far
+        self._ledger = CreditLedger()
         self._metrics: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
         self.transport = MqttTransport(
             broker_url,
@@ -156,15 +156,10 @@ class LearnerNode:
             self.transport.publish(self.topics.control, codec.encode_control(msg), retain=True)
 
     def _credit(self) -> ControlMessage:
-        """Grant env-step credit so that the data never runs far ahead of the updates.
-
-        The fleet may have produced ``learning_starts + max_lag + updates / replay_ratio``
-        transitions in all (never more than the budget). Credit, once granted, cannot be
-        taken back (an actor may already have used it), so the learner only adds to it:
-        what is neither received nor already granted is shared evenly among the actors known
-        to be online. An actor not known yet gets none: it announces itself with its status
-        on connect and is granted credit in the next control message (~50 ms later).
-        """
+        """Env-step credit (see ``CreditLedger``): the fleet may have produced at most
+        ``learning_starts + max_lag + updates / replay_ratio`` transitions in all, never more
+        than the budget. An actor not known yet gets none: it announces itself with its
+        status on connect and is granted credit in the next control message (~50 ms)."""
         cfg = self.cfg
         allowed = cfg.learning_starts + cfg.max_lag_transitions
         allowed += math.ceil(self.agent.updates / cfg.replay_ratio)
@@ -172,22 +167,9 @@ class LearnerNode:
         with self.ingest.lock:
             received, by_actor = self.ingest.stats.transitions, dict(self.ingest.stats.by_actor)
         online = {a for a, st in self.actors.items() if st.state not in ("offline", "stopped")}
-        known = sorted(online | {a for a in by_actor if a not in self.actors})
-        for a in known:
-            got = by_actor.get(a, 0)
-            if got < self._received_from.get(a, 0):  # a restarted process counts from 0
-                self._granted[a] = got
-            self._received_from[a] = got
-            self._granted[a] = max(self._granted.get(a, 0), got)
-        outstanding = sum(self._granted[a] - by_actor.get(a, 0) for a in known)
-        available = allowed - received - outstanding
-        if available > 0 and known:
-            share, extra = divmod(available, len(known))
-            for i, a in enumerate(known):
-                self._granted[a] += share + (i < extra)
-        return ControlMessage(
-            "running", credits={a: self._granted[a] for a in known}, default_credit=0
-        )
+        known = online | {a for a in by_actor if a not in self.actors}
+        credits = self._ledger.grant(allowed, received, by_actor, sorted(known))
+        return ControlMessage("running", credits=credits, default_credit=0)
 
     def _ingest_loop(self) -> None:
         while not (self._stop.is_set() and self.inbox.empty()):

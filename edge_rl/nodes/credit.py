@@ -1,0 +1,48 @@
+"""Env-step credit: how far each actor may run ahead of what the learner has trained on.
+
+    ledger = CreditLedger()
+    credits = ledger.grant(allowed, received_total, by_actor, known_actors)
+    # -> {actor_id: env-step count (since the actor's process start) it may step up to}
+
+Credit, once granted, cannot be taken back (an actor may already have used it), so a
+grant only ever grows. What is neither received nor already granted is shared evenly among
+the known actors; the sum of all grants never exceeds ``allowed``, so a fleet can never
+overshoot the budget the learner sets. No TensorFlow, no I/O: a pure ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+
+class CreditLedger:
+    def __init__(self) -> None:
+        self.granted: dict[str, int] = {}  # actor id -> env steps it may take in all
+        self._received_from: dict[str, int] = {}  # actor id -> transitions counted so far
+
+    def grant(
+        self,
+        allowed: int,
+        received: int,
+        by_actor: Mapping[str, int],
+        known: Sequence[str],
+    ) -> dict[str, int]:
+        """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
+
+        ``by_actor`` counts what each actor's current process delivered; a count that goes
+        down means the actor restarted (new session), and its grant restarts from there.
+        """
+        known = sorted(known)
+        for a in known:
+            got = by_actor.get(a, 0)
+            if got < self._received_from.get(a, 0):
+                self.granted[a] = got
+            self._received_from[a] = got
+            self.granted[a] = max(self.granted.get(a, 0), got)
+        outstanding = sum(self.granted[a] - by_actor.get(a, 0) for a in known)
+        available = allowed - received - outstanding
+        if available > 0 and known:
+            share, extra = divmod(available, len(known))
+            for i, a in enumerate(known):
+                self.granted[a] += share + (i < extra)
+        return {a: self.granted[a] for a in known}

@@ -1,0 +1,48 @@
+"""The credit ledger: grants only grow, never exceed what is allowed, and follow restarts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge_rl.nodes.credit import CreditLedger
+
+
+def test_first_grant_shares_what_is_allowed():
+    ledger = CreditLedger()
+    assert ledger.grant(1000, 0, {}, ["b", "a", "c"]) == {"a": 334, "b": 333, "c": 333}
+
+
+def test_grants_never_shrink_and_never_exceed_allowed():
+    ledger = CreditLedger()
+    ledger.grant(100, 0, {}, ["a", "b"])  # 50 each
+    # "a" delivered 50, "b" nothing yet; nothing more is allowed: nobody loses credit.
+    assert ledger.grant(100, 50, {"a": 50}, ["a", "b"]) == {"a": 50, "b": 50}
+    # more allowed: only what is neither received nor granted is shared out
+    assert ledger.grant(160, 50, {"a": 50}, ["a", "b"]) == {"a": 80, "b": 80}
+
+
+def test_a_restarted_actor_counts_from_zero_again():
+    ledger = CreditLedger()
+    ledger.grant(1000, 0, {}, ["a"])
+    ledger.grant(1000, 900, {"a": 900}, ["a"])
+    credits = ledger.grant(1000, 900, {"a": 0}, ["a"])  # new session: its counter is 0
+    assert credits["a"] == 100  # only what is left of the budget, from its new zero
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_schedules_stay_within_budget(seed):
+    """Simulated fleets: actors use all their credit at random speeds; total <= allowed."""
+    rng = np.random.default_rng(seed)
+    ledger, actors = CreditLedger(), ["a", "b", "c"]
+    produced = dict.fromkeys(actors, 0)
+    delivered = dict.fromkeys(actors, 0)
+    allowed = 0
+    for _ in range(200):
+        allowed = min(allowed + int(rng.integers(0, 40)), 3000)
+        credits = ledger.grant(allowed, sum(delivered.values()), delivered, actors)
+        for a in actors:
+            assert credits[a] >= delivered[a]
+            produced[a] = max(produced[a], min(credits[a], produced[a] + int(rng.integers(0, 30))))
+            delivered[a] = min(produced[a], delivered[a] + int(rng.integers(0, 30)))
+        assert sum(produced.values()) <= allowed
