@@ -129,9 +129,7 @@ class ActorNode:
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())
                 next_status = now + self.board.status_interval_s
-            if self.run_state != "running" or (
-                self.credit is not None and self.env_steps >= self.credit
-            ):
+            if self._state() != "running":  # paused, out of credit, or no learner yet
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 time.sleep(0.01)
                 continue

@@ -11,7 +11,7 @@ The update math lives in ``edge_rl.agents``; this only adapts it to the node.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -22,31 +22,15 @@ from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.specs import EnvSpec
 
 
-class Algo(Protocol):
+class Algo:
+    """One learner agent behind the node's interface; subclasses set the rest."""
+
     output_kind: str  # what the deployed model outputs (manifest.output_kind)
     batch_size: int  # transitions one update() call samples
+    agent: Any  # DQNLearner | TD3Learner
 
-    @property
-    def updates(self) -> int: ...
-    @property
-    def policy_network(self) -> Any: ...
-    def compile(self) -> None: ...
-    def update(self, replay: ReplayBuffer) -> dict[str, float]: ...
-    def exploration(self, env_steps: int) -> dict[str, float]: ...
-    def check(
-        self, exported: ExportedModel, model: Any, obs: np.ndarray
-    ) -> tuple[bool, dict[str, float]]: ...
-
-
-class DQNAlgo:
-    output_kind = "q_values"
-
-    def __init__(self, cfg: RunConfig, spec: EnvSpec) -> None:
-        from edge_rl.agents.dqn.learning import DQNLearner
-
+    def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
-        self.agent = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
-        self.batch_size = cfg.dqn.batch_size
 
     @property
     def updates(self) -> int:
@@ -54,13 +38,36 @@ class DQNAlgo:
 
     @property
     def policy_network(self) -> Any:
-        return self.agent.q_network
+        raise NotImplementedError
 
     def compile(self) -> None:
         self.agent.compile()
 
     def update(self, replay: ReplayBuffer) -> dict[str, float]:
         return self.agent.update(replay.sample(self.batch_size))
+
+    def exploration(self, env_steps: int) -> dict[str, float]:
+        raise NotImplementedError
+
+    def check(
+        self, exported: ExportedModel, model: Any, obs: np.ndarray
+    ) -> tuple[bool, dict[str, float]]:
+        raise NotImplementedError
+
+
+class DQNAlgo(Algo):
+    output_kind = "q_values"
+
+    def __init__(self, cfg: RunConfig, spec: EnvSpec) -> None:
+        from edge_rl.agents.dqn.learning import DQNLearner
+
+        super().__init__(cfg)
+        self.agent = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
+        self.batch_size = cfg.dqn.batch_size
+
+    @property
+    def policy_network(self) -> Any:
+        return self.agent.q_network
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         from edge_rl.agents.dqn.config import epsilon_at
@@ -75,31 +82,21 @@ class DQNAlgo:
         return r.greedy_agreement >= self.cfg.export.min_greedy_agreement, report
 
 
-class TD3Algo:
+class TD3Algo(Algo):
     output_kind = "action"  # already inside the env's bounds
 
     def __init__(self, cfg: RunConfig, spec: EnvSpec) -> None:
         from edge_rl.agents.td3.learning import TD3Learner
 
-        self.cfg = cfg
+        super().__init__(cfg)
         self.agent = TD3Learner(spec, cfg.td3, seed=cfg.seed)
         # One call takes updates_per_call gradient steps, each on its own minibatch.
         self.batch_size = cfg.td3.batch_size * cfg.td3.updates_per_call
         self.half_range = (np.asarray(spec.action_high) - np.asarray(spec.action_low)) / 2
 
     @property
-    def updates(self) -> int:
-        return self.agent.updates
-
-    @property
     def policy_network(self) -> Any:
         return self.agent.actor_network
-
-    def compile(self) -> None:
-        self.agent.compile()
-
-    def update(self, replay: ReplayBuffer) -> dict[str, float]:
-        return self.agent.update(replay.sample(self.batch_size))
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         return {"sigma": self.cfg.td3.exploration_sigma}

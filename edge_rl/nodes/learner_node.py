@@ -420,6 +420,7 @@ class LearnerNode:
             "policy_model_bytes": len(p.model) if p else None,
             "policy_payload_bytes": len(p.payload) if p else None,
             "parity": p.parity if p else None,
+            "last_export_seconds": round(p.export_seconds, 3) if p else None,
             "exports_failed": self.publisher.failed,
             "transitions_received": s.transitions,
             "transitions_rejected": s.rejected_transitions,

@@ -50,7 +50,6 @@ class PolicyPublisher:
         self.cfg, self.spec, self.replay, self.run_dir = cfg, spec, replay, run_dir
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.failed = 0
-        self.last_parity: dict[str, float] = {}
 
     def export(
         self,
@@ -69,7 +68,6 @@ class PolicyPublisher:
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
         exported = export_policy(model, obs[:n_cal], e.precision)
         ok, parity = algo.check(exported, model, obs[n_cal:])
-        self.last_parity = parity
         if not ok:
             self.failed += 1
             log.warning("export v%d not published: parity check failed %s", version, parity)
