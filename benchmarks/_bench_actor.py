@@ -69,7 +69,7 @@ def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
     from edge_rl.transport import codec
 
     def policy_for(ex) -> TFLitePolicy:
-        return TFLitePolicy(ex.tflite, num_threads=1, obs_mean=ex.obs_mean, obs_std=ex.obs_std)
+        return TFLitePolicy(ex.tflite, num_threads=1)
 
     def env_only() -> Rung:
         env = make_env("CartPole-v1")

@@ -108,7 +108,7 @@ def bench_network(models: dict[str, dict[str, Any]], quick: bool) -> dict[str, A
         for precision in PRECISIONS:
             ex = entry[precision]["exported"]
             policy = TFLitePolicy(
-                ex.tflite, num_threads=1, obs_mean=ex.obs_mean, obs_std=ex.obs_std
+                ex.tflite, num_threads=1
             )
             # The raw cells get what the policy gives its model, computed ahead of time by
             # the policy's own input map (normalise + quantise as one multiply-add).

@@ -65,9 +65,9 @@ class PolicyManifest:
     precision: str  # "int8" | "fp16" | "fp32"
     input_quant: QuantParams
     output_quant: QuantParams
-    # The model's input is the *normalised* observation: (obs - obs_mean) / obs_std.
-    # Per-feature normalisation has to happen before the per-tensor int8 input quantisation,
-    # or small-range features (CartPole's pole angle) lose their resolution.
+    # The model takes the raw observation (float32) and normalises it itself, in float,
+    # as (obs - obs_mean) / obs_std before its int8 layers (see edge_rl.export.tflite).
+    # Recorded here for inspection; an actor does not apply them.
     obs_mean: tuple[float, ...]
     obs_std: tuple[float, ...]
     exploration: dict[str, float]  # dqn: {"epsilon": e}

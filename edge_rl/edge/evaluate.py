@@ -51,12 +51,7 @@ def evaluate(
     spec = EnvSpec.from_gym(env.observation_space, env.action_space)
     if manifest is not None and manifest.env_spec != spec:
         raise ValueError(f"the model was trained for {manifest.env_id}, not for {env_id}")
-    policy = TFLitePolicy(
-        model,
-        num_threads=num_threads,
-        obs_mean=manifest.obs_mean if manifest else None,
-        obs_std=manifest.obs_std if manifest else None,
-    )
+    policy = TFLitePolicy(model, num_threads=num_threads)
     expected_out = (spec.num_actions,) if spec.discrete else (int(np.prod(spec.action_shape)),)
     if policy.output_shape[1:] != expected_out:
         raise ValueError(f"model output {policy.output_shape} does not fit {env_id}'s actions")

@@ -113,8 +113,6 @@ class PolicySlot:
         runner = TFLitePolicy(
             model,
             num_threads=self.num_threads,
-            obs_mean=m.obs_mean,
-            obs_std=m.obs_std,
             runtime=self.runtime,
         )
         return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)

@@ -8,7 +8,6 @@ x86; see DESIGN.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,8 +46,10 @@ def _quant(detail: dict) -> TensorQuant:
 class TFLitePolicy:
     """One loaded model: float observation in, float model output (Q-values or action) out.
 
-    Quantises the (normalised) observation into the input tensor's dtype and dequantises
-    the output, reading the parameters from the model itself. Not thread-safe: one
+    Our exports take the raw observation as float32 and return float32 (see
+    ``edge_rl.export.tflite``). A model with integer I/O (another full-integer export) also
+    works: the observation is quantised into the input tensor's dtype and the output
+    dequantised, with the parameters read from the model itself. Not thread-safe: one
     instance per thread.
     """
 
@@ -57,8 +58,6 @@ class TFLitePolicy:
         model_bytes: bytes,
         *,
         num_threads: int = 1,
-        obs_mean: Sequence[float] | None = None,
-        obs_std: Sequence[float] | None = None,
         runtime: str = "ai_edge_litert",
     ) -> None:
         t0 = time.perf_counter()
@@ -74,39 +73,23 @@ class TFLitePolicy:
         self.input_shape = tuple(int(d) for d in inp["shape"])
         self.output_shape = tuple(int(d) for d in out["shape"])
         self.input_quant, self.output_quant = _quant(inp), _quant(out)
-        obs_dim = int(np.prod(self.input_shape[1:]))
-        self._mean = (
-            np.zeros(obs_dim, np.float32) if obs_mean is None else np.asarray(obs_mean, np.float32)
-        )
-        self._std = (
-            np.ones(obs_dim, np.float32) if obs_std is None else np.asarray(obs_std, np.float32)
-        )
-        if self._mean.shape != (obs_dim,) or self._std.shape != (obs_dim,):
-            raise ValueError(f"obs_mean/obs_std must have {obs_dim} entries")
-        if not (np.all(np.isfinite(self._mean)) and np.all(self._std > 0)):
-            raise ValueError("obs_mean must be finite and obs_std positive")
-        # The hot path is one multiply-add: q = obs * a + b, with normalisation and input
-        # quantisation folded into (a, b) here rather than recomputed on every step.
         q = self.input_quant
         self._int_input = np.issubdtype(q.dtype, np.integer)
-        a = 1.0 / self._std
         if self._int_input:
-            a = a / q.scale
             self._lo, self._hi = np.iinfo(q.dtype).min, np.iinfo(q.dtype).max
-        self._a = a.astype(np.float32)
-        self._b = (q.zero_point if self._int_input else 0.0) - self._mean * self._a
         self._buf = np.empty(self.input_shape, np.float32)
 
     def _to_input(self, obs: np.ndarray) -> np.ndarray:
-        x = self._buf
-        np.multiply(np.asarray(obs, np.float32).reshape(self.input_shape), self._a, out=x)
-        x += self._b
+        x = np.asarray(obs, np.float32).reshape(self.input_shape)
         if not self._int_input:
             return x.astype(self.input_quant.dtype, copy=False)
-        np.rint(x, out=x)
-        np.maximum(x, self._lo, out=x)  # np.clip costs ~2 µs more on a [1, 4] array
-        np.minimum(x, self._hi, out=x)
-        return x.astype(self.input_quant.dtype)
+        q, buf = self.input_quant, self._buf
+        np.multiply(x, 1.0 / q.scale, out=buf)
+        buf += q.zero_point
+        np.rint(buf, out=buf)
+        np.maximum(buf, self._lo, out=buf)  # np.clip costs ~2 µs more on a [1, 4] array
+        np.minimum(buf, self._hi, out=buf)
+        return buf.astype(q.dtype)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Run one observation; returns the dequantised output row, shape ``[out_dim]``."""

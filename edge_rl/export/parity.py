@@ -22,7 +22,7 @@ def _both(
     obs = np.asarray(obs, np.float32)
     if obs.ndim < 2 or obs.shape[0] == 0:
         raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
-    policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
+    policy = TFLitePolicy(exported.tflite)
     lite = policy.batch(obs)  # [n, out]
     float_out = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, out]
     return lite, float_out

@@ -1,11 +1,24 @@
-"""Export a Dense-MLP policy to TFLite (int8 / fp16 / fp32), normalisation folded in.
+"""Export a Dense-MLP policy to TFLite (int8 / fp16 / fp32) that runs on raw observations.
 
-Why fold: full-integer int8 quantises the input tensor with *one* scale. CartPole's cart
-position spans ~±2.4 while its pole angle spans ~±0.2, so a shared scale would leave the
-angle a handful of int8 levels. The actor therefore feeds the normalised observation
-``z = (obs - mean) / std`` (``edge_rl.edge.runtime.TFLitePolicy`` does this), and the
-exported model absorbs the affine map into its first Dense layer, so that it computes on
-``z`` exactly what the float model computes on ``obs``.
+The deployed ``policy.tflite`` is self-contained: float32 raw observation in, float32
+Q-values or action (already inside the env's bounds) out, batch size 1. Any LiteRT user
+can run it without our code or the manifest. The graph, for int8::
+
+    obs ──MUL, ADD, clip (float)──► z = (obs - mean) / std ──QUANTIZE──► int8 Dense stack
+        ──DEQUANTIZE──► [TD3 only: MUL, ADD (float) to the bounds, MINIMUM/MAXIMUM clip]
+
+Why the normalisation stays float: int8 quantises a tensor with *one* scale. HalfCheetah's
+joint angles span ~±1 while its joint velocities span ~±20, and CartPole's pole angle
+spans ~±0.2 against ±2.4 for the cart; quantising the raw observation would leave the small
+features a handful of levels. Normalising first (per feature, in float) and quantising
+``z`` keeps every feature at the same resolution. The converter's selective quantisation
+(``tf.lite.experimental.QuantizationDebugger`` with denylisted op types) keeps the MUL /
+ADD / MINIMUM / MAXIMUM ops float; the Dense layers become int8 FULLY_CONNECTED (bias and
+ReLU fused), so no Dense layer is affected by the denylist. XNNPACK runs both kinds.
+
+Why TD3's rescale is float: its tanh head's int8 output has one scale for all action
+dimensions, which is fine in tanh units ([-1, 1] for every dimension); mapping to bounds
+that differ per dimension in float keeps that resolution in every dimension.
 """
 
 from __future__ import annotations
@@ -31,24 +44,56 @@ PRECISIONS = ("int8", "fp16", "fp32")
 # whose features genuinely live on a finer scale should be rescaled by its wrapper.
 MIN_OBS_STD = 1e-3
 
+# Normalised features are clipped to +-Z_CLIP standard deviations. int8 saturates far
+# earlier (at the calibration range); for fp32/fp16 it bounds what a broken sensor can do.
+Z_CLIP = 100.0
+
+# The op types kept in float in an int8 export: the normalisation, TD3's rescale and clip.
+FLOAT_OPS = ["MUL", "ADD", "MINIMUM", "MAXIMUM"]
+
 
 @dataclass(frozen=True)
 class ExportedModel:
-    """A converted model and what an actor needs to feed it (see ``PolicyManifest``)."""
+    """A converted model and what describes it (see ``PolicyManifest``)."""
 
     tflite: bytes
     precision: str  # "int8" | "fp16" | "fp32"
-    input_quant: QuantParams
+    input_quant: QuantParams  # float32 for every precision: the model takes raw obs
     output_quant: QuantParams
-    obs_mean: tuple[float, ...]
-    obs_std: tuple[float, ...]  # the model's input is (obs - obs_mean) / obs_std
+    obs_mean: tuple[float, ...]  # the normalisation inside the model (for inspection)
+    obs_std: tuple[float, ...]
     convert_seconds: float
+
+
+class Affine(keras.layers.Layer):
+    """``y = x * scale + offset`` per feature, optionally clipped to ``[low, high]``.
+
+    Constants, not weights: they trace into float MUL / ADD (/ MAXIMUM / MINIMUM) ops.
+    """
+
+    def __init__(
+        self,
+        scale: np.ndarray,
+        offset: np.ndarray,
+        clip: tuple[np.ndarray, np.ndarray] | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.scale = np.asarray(scale, np.float32)  # [features]
+        self.offset = np.asarray(offset, np.float32)  # [features]
+        self.clip = None if clip is None else tuple(np.asarray(c, np.float32) for c in clip)
+
+    def call(self, x):
+        y = x * self.scale + self.offset
+        if self.clip is not None:
+            y = keras.ops.minimum(keras.ops.maximum(y, self.clip[0]), self.clip[1])
+        return y
 
 
 def export_policy(
     model: keras.Model, calibration_obs: np.ndarray, precision: str = "int8"
 ) -> ExportedModel:
-    """Convert ``model`` (raw obs -> output) to TFLite with batch size 1.
+    """Convert ``model`` (raw obs -> output) to a batch-1 TFLite model on raw obs.
 
     ``calibration_obs [n, obs_dim]``: real observations (from replay). They set the
     normalisation and, for int8, the activation ranges of every quantised tensor.
@@ -64,11 +109,9 @@ def export_policy(
     mean = obs.mean(axis=0)  # [obs_dim]
     std = np.maximum(obs.std(axis=0), MIN_OBS_STD)  # [obs_dim]
 
-    export_model = fold_normalisation(model, mean, std)
-    z = (obs - mean) / std  # [n, obs_dim] what the actor will feed
-
+    export_model = deployable_model(model, mean, std)
     t0 = time.perf_counter()
-    tflite_bytes = _convert(export_model, z, precision)
+    tflite_bytes = _convert(export_model, obs, precision)
     convert_seconds = time.perf_counter() - t0
 
     input_quant, output_quant = _read_quant(tflite_bytes)
@@ -83,12 +126,21 @@ def export_policy(
     )
 
 
-def fold_normalisation(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> keras.Model:
-    """A batch-1 copy of a Dense stack that takes ``z = (obs - mean) / std`` instead of obs.
+def deployable_model(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> keras.Model:
+    """A batch-1 copy of a Dense stack with the normalisation in front, raw obs in.
 
-    First layer, kernel ``W [obs_dim, units]``, bias ``b [units]``; with obs = z * std + mean:
+    ``Affine(1 / std, -mean / std)`` computes ``z = (obs - mean) / std`` (clipped to
+    ``±Z_CLIP``), and the first
+    Dense layer absorbs the inverse map so that the stack computes on ``z`` exactly what
+    ``model`` computes on ``obs``. First layer, kernel ``W [obs_dim, units]``, bias ``b``;
+    with obs = z * std + mean:
         obs @ W + b = z @ (W * std[:, None]) + (b + mean @ W)
     so  W' = W * std[:, None],  b' = b + mean @ W.  The other layers are copied unchanged.
+    (The round trip is not a no-op in int8: the quantised tensor is then ``z``, on which
+    every feature has the same spread.) A final Dense layer that is *not trainable* (the TD3 actor's
+    frozen rescale from tanh units to the env's bounds, ``a = t * half + mid`` with a
+    diagonal kernel) becomes a float ``Affine(half, mid)`` clipped to ``mid ± |half|``:
+    the model's output is then inside the bounds exactly, not up to quantisation error.
     """
     dense = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
     if not dense or not all(isinstance(layer, keras.layers.Dense) for layer in dense):
@@ -98,9 +150,18 @@ def fold_normalisation(model: keras.Model, mean: np.ndarray, std: np.ndarray) ->
     if mean.shape != (obs_dim,) or std.shape != (obs_dim,):
         raise ValueError(f"the model takes {obs_dim} features, calibration has {mean.shape}")
 
+    rescale = None
+    if len(dense) > 1 and not dense[-1].trainable:
+        rescale, dense = dense[-1], dense[:-1]
     # A fixed batch of 1: the actor runs one observation per step and LiteRT then never
     # has to resize tensors.
-    layers: list[keras.layers.Layer] = [keras.Input(shape=(obs_dim,), batch_size=1)]
+    layers: list[keras.layers.Layer] = [
+        keras.Input(shape=(obs_dim,), batch_size=1),
+        # The clip is a barrier as much as a guard: without it the converter fuses the
+        # MUL / ADD into the first FULLY_CONNECTED whenever that layer holds the folded
+        # weights (it undoes the fold), and int8 is back to one scale for raw obs.
+        Affine(1.0 / std, -mean / std, clip=(-Z_CLIP, Z_CLIP), name="normalise"),
+    ]
     weights: list[np.ndarray] = []
     for i, layer in enumerate(dense):
         kernel = np.asarray(layer.kernel, np.float64)  # [in, units]; float64 for an exact fold
@@ -109,27 +170,22 @@ def fold_normalisation(model: keras.Model, mean: np.ndarray, std: np.ndarray) ->
             kernel, bias = kernel * std[:, None], bias + mean @ kernel
         layers.append(keras.layers.Dense(layer.units, activation=layer.activation, name=layer.name))
         weights += [kernel.astype(np.float32), bias.astype(np.float32)]
-    folded = keras.Sequential(layers, name=f"{model.name}_export")
-    folded.set_weights(weights)
-    return folded
+    if rescale is not None:
+        kernel = np.asarray(rescale.kernel, np.float64)  # [act, act], diagonal
+        half = np.diag(kernel)
+        if not np.allclose(kernel, np.diag(half)) or rescale.activation is not keras.activations.linear:
+            raise ValueError(f"a frozen last layer must be a linear diagonal rescale: {rescale.name}")
+        mid = np.asarray(rescale.bias, np.float64)
+        bounds = (mid - np.abs(half), mid + np.abs(half))
+        layers.append(Affine(half, mid, clip=bounds, name=rescale.name))
+    exported = keras.Sequential(layers, name=f"{model.name}_export")
+    exported.set_weights(weights)
+    return exported
 
 
-def _convert(model: keras.Model, z: np.ndarray, precision: str) -> bytes:
+def _convert(model: keras.Model, obs: np.ndarray, precision: str) -> bytes:
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if precision == "int8":
-
-        def representative_dataset() -> Iterator[list[np.ndarray]]:
-            for row in z:  # batch size 1, as the model's input
-                yield [row[None, :].astype(np.float32)]
-
-        # Full-integer: int8 weights, activations and I/O, so that XNNPACK runs the whole
-        # graph in int8 and a board never touches float inside the model.
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = representative_dataset
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
-    elif precision == "fp16":
+    if precision == "fp16":
         # float16 weights (half the bytes), float32 activations and I/O.
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.target_spec.supported_types = [tf.float16]
@@ -145,15 +201,35 @@ def _convert(model: keras.Model, z: np.ndarray, precision: str) -> bytes:
         with warnings.catch_warnings():
             # Benign with a representative dataset: the converter measures the input range.
             warnings.filterwarnings("ignore", message="Statistics for quantized inputs")
-            return bytes(converter.convert())
+            # The debugger builds a tf.lite.Interpreter, which warns of its deprecation.
+            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
+            if precision != "int8":
+                return bytes(converter.convert())
+            return _selective_int8(converter, obs)
     finally:
         tf_logger.setLevel(level)
         if interactive:
             keras.config.enable_interactive_logging()
 
 
+def _selective_int8(converter: tf.lite.TFLiteConverter, obs: np.ndarray) -> bytes:
+    """int8 weights and activations for every op but ``FLOAT_OPS``; float I/O."""
+
+    def representative_dataset() -> Iterator[list[np.ndarray]]:
+        for row in obs:  # batch size 1, as the model's input
+            yield [row[None, :].astype(np.float32)]
+
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative_dataset
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=FLOAT_OPS)
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=representative_dataset, debug_options=options
+    )
+    return bytes(debugger.get_nondebug_quantized_model())
+
+
 def _read_quant(tflite_bytes: bytes) -> tuple[QuantParams, QuantParams]:
-    """Input and output quantisation as LiteRT sees them (the actor reads the same)."""
+    """Input and output quantisation as LiteRT sees them (float32, scale 0, for ours)."""
     from ai_edge_litert.interpreter import Interpreter
 
     interp = Interpreter(model_content=tflite_bytes)

@@ -9,7 +9,7 @@ import pytest
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.export.parity import check_q_parity
-from edge_rl.export.tflite import ExportedModel, export_policy, fold_normalisation
+from edge_rl.export.tflite import ExportedModel, deployable_model, export_policy
 
 # CartPole-like features on very different scales and off-centre: a per-tensor int8 input
 # scale without per-feature normalisation would crush the third one.
@@ -32,33 +32,49 @@ def exports(model: keras.Model) -> dict[str, ExportedModel]:
     return {p: export_policy(model, calibration, p) for p in ("int8", "fp16", "fp32")}
 
 
-def test_folding_is_exact_in_float(model: keras.Model) -> None:
+def test_deployable_model_is_exact_in_float(model: keras.Model) -> None:
     obs = _obs(256, seed=1)
     mean, std = obs.mean(axis=0), obs.std(axis=0)
-    folded = fold_normalisation(model, mean, std)
-    z = (obs - mean) / std
+    deployable = deployable_model(model, mean, std)
     expected = np.asarray(model(obs))
-    got = np.concatenate([np.asarray(folded(row[None])) for row in z])  # batch-1 model
+    got = np.concatenate([np.asarray(deployable(row[None])) for row in obs])  # batch-1 model
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    ("precision", "io_dtype"), [("int8", np.int8), ("fp16", np.float32), ("fp32", np.float32)]
-)
-def test_loads_in_litert_with_batch_one(
-    exports: dict[str, ExportedModel], precision: str, io_dtype: type
+@pytest.mark.parametrize("precision", ["int8", "fp16", "fp32"])
+def test_loads_in_litert_with_batch_one_and_float_io(
+    exports: dict[str, ExportedModel], precision: str
 ) -> None:
     exported = exports[precision]
-    policy = TFLitePolicy(exported.tflite, obs_mean=exported.obs_mean, obs_std=exported.obs_std)
+    policy = TFLitePolicy(exported.tflite)
     assert policy.input_shape == (1, 4) and policy.output_shape == (1, 2)
-    assert policy.input_quant.dtype == io_dtype and policy.output_quant.dtype == io_dtype
-    assert exported.input_quant.dtype == np.dtype(io_dtype).name
-    assert exported.output_quant.dtype == np.dtype(io_dtype).name
-    if precision == "int8":  # the manifest's params are the model's own
-        assert exported.input_quant.scale == pytest.approx(policy.input_quant.scale)
-        assert exported.output_quant.zero_point == policy.output_quant.zero_point
-        assert exported.input_quant.scale > 0
+    # Raw float observation in, float Q-values out, for every precision.
+    assert policy.input_quant.dtype == np.float32 and policy.output_quant.dtype == np.float32
+    assert exported.input_quant.dtype == exported.output_quant.dtype == "float32"
     assert exported.convert_seconds > 0
+
+
+def test_int8_model_is_int8_inside_with_float_normalisation(
+    exports: dict[str, ExportedModel],
+) -> None:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interp = Interpreter(
+        model_content=exports["int8"].tflite,
+        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
+    tensors = interp.get_tensor_details()
+    ops = [
+        (op["op_name"], [tensors[i]["dtype"] for i in op["inputs"] if i >= 0])
+        for op in interp._get_ops_details()
+    ]
+    names = [name for name, _ in ops]
+    # Normalise (and clip) in float, then int8: the converter must not have fused the
+    # normalisation into the first FULLY_CONNECTED.
+    assert names[:5] == ["MUL", "ADD", "MAXIMUM", "MINIMUM", "QUANTIZE"], names
+    assert names[-1] == "DEQUANTIZE", names
+    fc = [dtypes for name, dtypes in ops if name == "FULLY_CONNECTED"]
+    assert len(fc) == 3 and all(d[0] == np.int8 and d[1] == np.int8 for d in fc), ops
 
 
 @pytest.mark.parametrize(
@@ -103,7 +119,7 @@ def test_int8_keeps_a_small_scale_feature_that_decides_the_action() -> None:
     # Hand-set Q = [x2, -x2] (via relu(x2) and relu(-x2)): only the pole angle decides, with
     # std 0.05 as CartPole's near balance. One int8 input scale sized for the ±9 features
     # (step ~0.08) leaves it a level or two: measured, 76 % agreement without the
-    # per-feature normalisation, 99 % with it.
+    # per-feature normalisation (in float, before the int8 layers), 99 % with it.
     scale = np.array([2.0, 3.0, 0.05, 3.0], np.float32)
     model = make_q_network(4, 2, (2,), seed=0)
     w1 = np.zeros((4, 2), np.float32)

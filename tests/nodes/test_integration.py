@@ -138,7 +138,7 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
     assert any((run / "tb").iterdir())
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["policy_version"] == summary["policy_version"]
-    assert manifest["input_quant"]["dtype"] == "int8"
+    assert manifest["precision"] == "int8" and manifest["input_quant"]["dtype"] == "float32"
     assert summary["eval_episodes"] == 10 and summary["final_eval_return"] > 0
     rows = (run / "metrics.csv").read_text().splitlines()
     assert rows[0].startswith("wall_s,env_steps") and len(rows) >= 3
