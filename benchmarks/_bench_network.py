@@ -107,9 +107,7 @@ def bench_network(models: dict[str, dict[str, Any]], quick: bool) -> dict[str, A
         obs = rng.standard_normal((256, entry["obs_dim"])).astype(np.float32)
         for precision in PRECISIONS:
             ex = entry[precision]["exported"]
-            policy = TFLitePolicy(
-                ex.tflite, num_threads=1
-            )
+            policy = TFLitePolicy(ex.tflite, num_threads=1)
             # The raw cells get what the policy gives its model, computed ahead of time by
             # the policy's own input map (normalise + quantise as one multiply-add).
             xs = np.stack([policy._to_input(o) for o in obs])  # [256, 1, obs_dim]

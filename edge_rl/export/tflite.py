@@ -173,8 +173,13 @@ def deployable_model(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> k
     if rescale is not None:
         kernel = np.asarray(rescale.kernel, np.float64)  # [act, act], diagonal
         half = np.diag(kernel)
-        if not np.allclose(kernel, np.diag(half)) or rescale.activation is not keras.activations.linear:
-            raise ValueError(f"a frozen last layer must be a linear diagonal rescale: {rescale.name}")
+        if (
+            not np.allclose(kernel, np.diag(half))
+            or rescale.activation is not keras.activations.linear
+        ):
+            raise ValueError(
+                f"a frozen last layer must be a linear diagonal rescale: {rescale.name}"
+            )
         mid = np.asarray(rescale.bias, np.float64)
         bounds = (mid - np.abs(half), mid + np.abs(half))
         layers.append(Affine(half, mid, clip=bounds, name=rescale.name))
