@@ -23,7 +23,11 @@ that differ per dimension in float keeps that resolution in every dimension.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -227,10 +231,43 @@ def _selective_int8(converter: tf.lite.TFLiteConverter, obs: np.ndarray) -> byte
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative_dataset
     options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=FLOAT_OPS)
-    debugger = tf.lite.experimental.QuantizationDebugger(
-        converter=converter, debug_dataset=representative_dataset, debug_options=options
-    )
-    return bytes(debugger.get_nondebug_quantized_model())
+    with _without_native_lines(b"fully_quantize: "):  # printed by C++ on every call
+        debugger = tf.lite.experimental.QuantizationDebugger(
+            converter=converter, debug_dataset=representative_dataset, debug_options=options
+        )
+        return bytes(debugger.get_nondebug_quantized_model())
+
+
+@contextlib.contextmanager
+def _without_native_lines(prefix: bytes) -> Iterator[None]:
+    """Drop lines starting with ``prefix`` that anything writes to file descriptor 2.
+
+    The quantiser's C++ code prints a line per call straight to fd 2, past Python's
+    logging and TF_CPP_MIN_LOG_LEVEL, once per export into the learner's live view. For
+    the duration, fd 2 is a pipe; a thread copies every other line (other threads' log
+    records included) to the real stderr, so nothing else is lost or reordered.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def pump() -> None:
+        with os.fdopen(read_end, "rb") as pipe:
+            for line in pipe:
+                if not line.startswith(prefix):
+                    os.write(saved, line)
+
+    thread = threading.Thread(target=pump, name="stderr-filter", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # closes the pipe's last write end: the pump sees EOF
+        thread.join(timeout=5.0)
+        os.close(saved)
 
 
 def _read_quant(tflite_bytes: bytes) -> tuple[QuantParams, QuantParams]:
