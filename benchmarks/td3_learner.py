@@ -15,6 +15,8 @@ Variants (``K`` = gradient steps per compiled call, ``updates_per_call``):
          compiled call gathers its own random indices (``InGraphSampling`` below, a
          benchmark-only subclass: keeping tf.Variables in step with the ingest thread's
          writes is a design of its own, not worth it unless this row says so).
+    torch  the usual implementation, as a baseline: PyTorch eager, one step per call,
+         CleanRL's TD3 update (``_torch_td3.py``); shown when torch is installed.
 
 The variants take turns in rounds (a few seconds each), so that load on a shared 2-core
 machine hits them alike; the table gives the median over rounds of updates/s, of the ratio
@@ -55,6 +57,7 @@ class Variant:
     k: int
     xla: bool
     in_graph: bool = False
+    torch: bool = False  # the PyTorch baseline (benchmarks/_torch_td3.py)
 
 
 VARIANTS = [
@@ -66,6 +69,7 @@ VARIANTS = [
     Variant("c+x", 16, True),
     Variant("d", 16, True, in_graph=True),
 ]
+BASELINE = Variant("torch", 1, False, torch=True)
 
 
 def random_transitions(n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -86,6 +90,22 @@ def make_runner(variant: Variant, spec, replay, arrays):
     from edge_rl.agents.td3.learning import TD3Learner
 
     config = TD3Config(batch_size=BATCH, updates_per_call=variant.k, jit_compile=variant.xla)
+
+    if variant.torch:
+        from _torch_td3 import make_torch_td3
+
+        step = make_torch_td3(OBS_DIM, ACT_DIM, seed=SEED)
+
+        class Eager:
+            def compile(self) -> None:
+                pass
+
+        def run_torch() -> int:
+            b = replay.sample(BATCH)
+            step(b.obs, b.action, b.reward, b.next_obs, b.terminated.astype(np.float32))
+            return 1
+
+        return Eager(), run_torch
 
     if not variant.in_graph:
         learner = TD3Learner(spec, config, seed=SEED)
@@ -162,8 +182,18 @@ def main() -> None:
     replay = ReplayBuffer(spec, CAPACITY, seed=SEED)
     replay.add(*arrays)
 
+    variants = list(VARIANTS)
+    try:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        variants.append(BASELINE)
+        torch_version = f"; PyTorch {torch.__version__}"
+    except ImportError:
+        torch_version = "; PyTorch not installed: no baseline row (pip install torch)"
+
     runners, compile_s = {}, {}
-    for v in VARIANTS:
+    for v in variants:
         t0 = time.perf_counter()
         learner, run = make_runner(v, spec, replay, arrays)
         learner.compile()
@@ -172,10 +202,10 @@ def main() -> None:
         runners[v.name] = run
         print(f"built {v.name}: {compile_s[v.name]:.1f} s", file=sys.stderr, flush=True)
 
-    rate = {v.name: [] for v in VARIANTS}
-    cpu = {v.name: [] for v in VARIANTS}
+    rate = {v.name: [] for v in variants}
+    cpu = {v.name: [] for v in variants}
     for r in range(rounds):
-        order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]  # no variant always goes first
+        order = variants if r % 2 == 0 else variants[::-1]  # no variant always goes first
         for v in order:
             ups, ms = timed(runners[v.name], seconds)
             rate[v.name].append(ups)
@@ -183,7 +213,7 @@ def main() -> None:
     base = np.array(rate["a"])
 
     rows = []
-    for v in VARIANTS:
+    for v in variants:
         rows.append([
             v.name,
             v.k,
@@ -202,7 +232,7 @@ def main() -> None:
         pass
     print(
         f"TD3 learner, obs {OBS_DIM} act {ACT_DIM}, batch {BATCH}, 256-256 nets; "
-        f"{rounds} rounds x {seconds:g} s; TF {tf.__version__}; {cpu_model}, "
+        f"{rounds} rounds x {seconds:g} s; TF {tf.__version__}{torch_version}; {cpu_model}, "
         f"{os.cpu_count()} CPUs; load {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}\n"
     )
     headers = ["variant", "K", "XLA", "sampling", "updates/s", "vs a", "CPU ms/update"]
