@@ -94,9 +94,9 @@ def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
         i_in = interp.get_input_details()[0]["index"]
         i_out = interp.get_output_details()[0]["index"]
         st, inv, gt, argmax = interp.set_tensor, interp.invoke, interp.get_tensor, np.argmax
-        # TFLitePolicy's own input map (normalise + quantise folded into one multiply-add),
-        # so that the next rung adds only what the wrapper does beyond it: dequantise the
-        # output, and ε-greedy.
+        # TFLitePolicy's own input map (a float32 reshape: the model normalises and
+        # quantises inside), so that the next rung adds only what the wrapper does beyond
+        # it, and ε-greedy.
         to_input = policy_for(exported)._to_input
         state = [env.reset(seed=SEED)[0]]
 

@@ -109,7 +109,7 @@ def bench_network(models: dict[str, dict[str, Any]], quick: bool) -> dict[str, A
             ex = entry[precision]["exported"]
             policy = TFLitePolicy(ex.tflite, num_threads=1)
             # The raw cells get what the policy gives its model, computed ahead of time by
-            # the policy's own input map (normalise + quantise as one multiply-add).
+            # the policy's own input map (a float32 [1, obs_dim] view of the observation).
             xs = np.stack([policy._to_input(o) for o in obs])  # [256, 1, obs_dim]
             delegates = [("XNNPACK", OpResolverType.AUTO)]
             if precision != "fp16":
@@ -154,7 +154,7 @@ def print_network(models: dict[str, Any], lat: dict[str, Any]) -> dict[str, Any]
         f"\nLatency in µs, median / p90 over {lat['rounds']} interleaved rounds × {lat['k']} "
         f"calls per cell (timer overhead ~{lat['timer_overhead_us']:.2f} µs, included). "
         "`invoke` = `invoke()` alone; `raw` = `set_tensor + invoke + get_tensor`; "
-        "`TFLitePolicy` = `policy(obs)`: normalise + quantise + raw + dequantise.\n"
+        "`TFLitePolicy` = `policy(obs)`: float32 input map + raw + output copy (the model normalises and (de)quantises inside).\n"
     )
     _print_latency(models, st)
     print("\nRatios of medians (XNNPACK), > 1 means int8 is faster:\n")

@@ -11,7 +11,7 @@ Everything that is compared runs side by side in one process and one run, so tha
 1. Deployed network: int8 / fp16 / fp32 TFLite of the DQN CartPole net (4-256-256-2) and
    the DESIGN.md reference MLP (17-256-256-6): bytes, zlib bytes, latency of ``invoke()``
    alone, of ``set_tensor + invoke + get_tensor`` and of ``TFLitePolicy.__call__``
-   (normalise, quantise, dequantise), all under XNNPACK with one thread, interleaved in
+   (raw float obs in, float out), all under XNNPACK with one thread, interleaved in
    rounds. Without-XNNPACK rows (LiteRT's built-in kernels) for reference.
 2. Actor env-steps/s on CartPole-v1, a ladder from a bare ``env.step`` loop up to the real
    ``ActorNode`` against a real Mosquitto (policy and control delivered on their topics).
