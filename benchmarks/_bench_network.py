@@ -154,7 +154,8 @@ def print_network(models: dict[str, Any], lat: dict[str, Any]) -> dict[str, Any]
         f"\nLatency in µs, median / p90 over {lat['rounds']} interleaved rounds × {lat['k']} "
         f"calls per cell (timer overhead ~{lat['timer_overhead_us']:.2f} µs, included). "
         "`invoke` = `invoke()` alone; `raw` = `set_tensor + invoke + get_tensor`; "
-        "`TFLitePolicy` = `policy(obs)`: float32 input map + raw + output copy (the model normalises and (de)quantises inside).\n"
+        "`TFLitePolicy` = `policy(obs)`: float32 input map + raw + output copy "
+        "(the model normalises and (de)quantises inside).\n"
     )
     _print_latency(models, st)
     print("\nRatios of medians (XNNPACK), > 1 means int8 is faster:\n")
