@@ -1,0 +1,9 @@
+"""Group-sparse training (GST, Lee et al. 2021) building blocks; issue 4.
+
+``circulant``  block-circulant Dense layer, expansion and projection (Keras, NumPy)
+``pruning``    block magnitude masks applied after every optimizer step (TF, NumPy)
+``schedule``   ``step -> PruneDecision`` protocol, Zhu & Gupta's polynomial schedule (pure)
+``controller`` reward-aware sparsity controller, and its ``Schedule`` adapter (pure)
+
+Nothing is re-exported here, so importing the pure modules never pulls in TensorFlow.
+"""
