@@ -1,4 +1,4 @@
-"""``edge-rl``: learn | actor | fleet | eval.
+"""``edge-rl``: learn | actor | fleet | eval | report.
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -230,6 +230,28 @@ def eval_(model, env_id, episodes, manifest, seed) -> None:
              "std_return": result.std, "returns": list(result.returns)}, indent=2
         )
     )  # fmt: skip
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out",
+    default="report",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory for the PNGs and report.md (created; same-named files replaced).",
+)
+def report(run_dirs, out) -> None:
+    """Plot and summarise run directories of `edge-rl learn`: PNGs and report.md in --out."""
+    from edge_rl.report import load_run, write_report
+
+    try:
+        runs = [load_run(Path(d)) for d in run_dirs]
+        written = write_report(runs, Path(out))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    for path in written:
+        click.echo(path)
 
 
 if __name__ == "__main__":

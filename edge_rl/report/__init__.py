@@ -1,0 +1,14 @@
+"""Reports a person can look at (issue 5): PNG plots and a markdown summary of runs.
+
+    runs = [load_run(path) for path in run_dirs]  # summary.json + metrics.csv, typed
+    written = write_report(runs, out_dir)        # PNGs for plots.PLOTS, then report.md
+
+``runs`` reads a run directory, ``plots`` draws (one function per figure, listed in
+``PLOTS``), ``markdown`` writes the summary table, ``write`` saves them. Host-side only:
+needs matplotlib (the ``host`` extra).
+"""
+
+from edge_rl.report.runs import Run, RunDirError, load_run
+from edge_rl.report.write import write_report
+
+__all__ = ["Run", "RunDirError", "load_run", "write_report"]

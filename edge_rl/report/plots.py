@@ -1,0 +1,156 @@
+"""The report's figures: each one a function from runs to a matplotlib ``Figure``.
+
+Figures use matplotlib's object API on the Agg canvas (no pyplot, no display, no global
+figure state), so a report renders headless on a learner host or in CI. Every run keeps
+its colour (``C0``, ``C1``, ... by position) in every figure, and every figure has a
+title, axis labels with units and a legend placed outside the axes, where it cannot hide
+a line.
+
+Adding a plot (issue 5: runtime breakdown, energy/CO2, compression) is one function
+``runs -> Figure | None`` that returns ``None`` when no run has the data, plus one
+``Plot`` in ``PLOTS``; the writer saves it and links it from report.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from edge_rl.report.runs import Run, run_labels
+
+SPARSE_POINTS = 30  # fewer finite points than this: draw markers as well as the line
+RETURN_LABEL = "training return\n(mean of recent episodes, with exploration)"
+
+
+@dataclass(frozen=True)
+class Plot:
+    filename: str  # PNG in the report directory
+    caption: str  # its heading in report.md
+    make: Callable[[Sequence[Run]], Figure | None]  # None: no run has the data
+
+
+def return_vs_env_steps(runs: Sequence[Run]) -> Figure:
+    """Training return (the learner's rolling mean over the fleet's episodes) per env step."""
+    fig, ax = _figure()
+    for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
+        _curve(ax, run.metrics.env_steps, run.metrics.recent_return, i, label)
+    ax.xaxis.set_major_formatter(_STEPS)
+    _finish(fig, ax, _title(runs, "training return against env steps"),
+            "env steps (all actors)", RETURN_LABEL)  # fmt: skip
+    return fig
+
+
+def return_vs_wall_time(runs: Sequence[Run]) -> Figure:
+    """The same curves against the learner's wall clock: ActorQ's end-to-end speed-up."""
+    fig, ax = _figure()
+    for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
+        _curve(ax, run.metrics.wall_s / 60, run.metrics.recent_return, i, label)
+    _finish(fig, ax, _title(runs, "training return against wall time"),
+            "wall time since the learner started (min)", RETURN_LABEL)  # fmt: skip
+    return fig
+
+
+def selection_scores(runs: Sequence[Run]) -> Figure | None:
+    """Greedy return of the published policies that model selection scored, if any."""
+    scored = [(i, run, label) for i, (run, label) in
+              enumerate(zip(runs, run_labels(list(runs)), strict=True))
+              if run.summary.selection_scores]  # fmt: skip
+    if not scored:
+        return None
+    points = {i: run.selection() for i, run, _ in scored}
+    # Env steps compare runs whose export failures shifted the version numbers; use them
+    # unless some version is absent from its metrics.csv (a truncated run).
+    by_steps = all(p.env_steps is not None for ps in points.values() for p in ps)
+    fig, ax = _figure()
+    for i, _run, label in scored:
+        xs = [p.env_steps if by_steps else p.policy_version for p in points[i]]
+        ax.plot(xs, [p.score for p in points[i]], "o-", color=f"C{i}", label=label)
+    ax.set_xlim(left=0)
+    if by_steps:
+        ax.xaxis.set_major_formatter(_STEPS)
+        xlabel = "env steps when the policy was published (all actors)"
+    else:
+        xlabel = "policy version"
+    _finish(fig, ax, _title(runs, "greedy return of published policies (model selection)"),
+            xlabel, "greedy return\n(mean of selection episodes)")  # fmt: skip
+    return fig
+
+
+def final_return(runs: Sequence[Run]) -> Figure:
+    """Final greedy evaluation of each run's deployed policy, mean ± std over episodes."""
+    fig, ax = _figure(height=1.6 + 0.7 * len(runs))
+    ticks = []
+    for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
+        mean, std = run.summary.final_eval_return, run.summary.final_eval_return_std
+        if mean is None:  # the run ended before its final evaluation
+            ticks.append(f"{label}\nnot evaluated")
+            continue
+        ax.barh(i, mean, xerr=std, color=f"C{i}", capsize=6, height=0.6,
+                error_kw={"elinewidth": 1.5})  # fmt: skip
+        # The value goes under the run's name: text beside a bar can run off the axes.
+        ticks.append(f"{label}\n{mean:.1f}" + (f" ± {std:.1f}" if std is not None else ""))
+    ax.set_yticks(range(len(runs)), ticks)
+    ax.invert_yaxis()  # first run on top, as listed on the command line
+    ax.axvline(0, color="0.3", linewidth=0.8)
+    ax.grid(axis="y", visible=False)
+    handles = [Patch(color="0.6", label="mean over the final greedy evaluation episodes"),
+               Line2D([], [], color="k", marker="|", markersize=10, label="± 1 std")]  # fmt: skip
+    _finish(fig, ax, _title(runs, "final return of the deployed policy"),
+            "return (sum of rewards per episode)", "run (precision, seed)\nfinal return ± std",
+            handles=handles)  # fmt: skip
+    return fig
+
+
+# The report, in order. New plots go here (see the module docstring).
+PLOTS: tuple[Plot, ...] = (
+    Plot("return_vs_env_steps.png", "Return against env steps", return_vs_env_steps),
+    Plot("return_vs_wall_time.png", "Return against wall time", return_vs_wall_time),
+    Plot(
+        "selection_scores.png",
+        "Model selection: greedy return of published policies",
+        selection_scores,
+    ),  # fmt: skip
+    Plot("final_return.png", "Final return (mean ± std)", final_return),
+)
+
+# 300000 -> "300k", 1500000 -> "1.5M": matplotlib's default is "3" with "1e5" in a corner.
+_STEPS = FuncFormatter(
+    lambda x, _: f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3
+    else f"{x:g}"
+)  # fmt: skip
+
+
+def _figure(height: float = 4.8) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(8, height), dpi=150, layout="constrained")
+    FigureCanvasAgg(fig)  # attaches itself: savefig renders PNG without any GUI backend
+    ax = fig.add_subplot()
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def _curve(ax: Axes, x: np.ndarray, y: np.ndarray, i: int, label: str) -> None:
+    # A run of a few seconds has a point or two: a bare line would draw nothing visible.
+    marker = "o" if np.isfinite(y).sum() < SPARSE_POINTS else None
+    ax.plot(x, y, color=f"C{i}", label=label, marker=marker, markersize=4)
+    ax.set_xlim(left=0)  # training starts at 0; a short run's axis would otherwise float
+
+
+def _title(runs: Sequence[Run], what: str) -> str:
+    envs = sorted({r.summary.env_id for r in runs})
+    return f"{' / '.join(envs)}: {what}"
+
+
+def _finish(fig: Figure, ax: Axes, title: str, xlabel: str, ylabel: str, handles=None) -> None:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    n = len(handles) if handles else len(ax.get_legend_handles_labels()[0])
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(n, 2), frameon=False)

@@ -1,0 +1,178 @@
+"""A run directory (written by ``edge-rl learn``) read back as typed records.
+
+Only what the report shows is read: ``summary.json`` and ``metrics.csv``; anything
+missing or malformed is a ``RunDirError`` that names the file, so a person knows which
+of several run directories to look at.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# What the report needs; older or newer runs may carry more (ignored) but not less.
+REQUIRED_SUMMARY = ("env_id", "algo", "seed", "env_steps", "updates", "wall_s",
+                    "final_eval_return")  # fmt: skip
+REQUIRED_METRICS = ("wall_s", "env_steps", "recent_return", "policy_version")
+
+
+class RunDirError(ValueError):
+    """A run directory the report cannot read; the message names the path."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The report's slice of ``summary.json``; ``None`` where the run did not record it."""
+
+    env_id: str
+    algo: str
+    seed: int
+    env_steps: int
+    updates: int
+    wall_s: float
+    final_eval_return: float | None
+    final_eval_return_std: float | None
+    policy_precision: str | None
+    policy_model_bytes: int | None
+    policy_payload_bytes: int | None
+    exports_failed: int | None
+    selection_scores: dict[int, float]  # policy version -> greedy return (model selection)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Columns of ``metrics.csv`` (one row per second of the learner), float arrays [rows]."""
+
+    wall_s: np.ndarray
+    env_steps: np.ndarray
+    recent_return: np.ndarray  # nan until the first episodes end
+    policy_version: np.ndarray
+
+
+@dataclass(frozen=True)
+class SelectionPoint:
+    """One greedy score of a published policy, placed on the run's env-step axis."""
+
+    policy_version: int
+    env_steps: int | None  # None when metrics.csv never shows this version
+    score: float
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    summary: RunSummary
+    metrics: Metrics
+
+    @property
+    def name(self) -> str:
+        return self.path.resolve().name
+
+    def label(self, name: str | None = None) -> str:
+        """``"hc-int8-s0 (int8, seed 0)"``: what a legend shows for this run."""
+        s = self.summary
+        detail = f"{s.policy_precision}, seed {s.seed}" if s.policy_precision else f"seed {s.seed}"
+        return f"{name or self.name} ({detail})"
+
+    def selection(self) -> list[SelectionPoint]:
+        """Selection scores by version, with the env steps at which each version appeared.
+
+        A version is scored right after it is published, so the first metrics row (one a
+        second) showing it gives its env steps to within a second of collection.
+        """
+        versions = self.metrics.policy_version  # non-decreasing: versions are only assigned up
+        points = []
+        for v, score in sorted(self.summary.selection_scores.items()):
+            i = int(np.searchsorted(versions, v, side="left"))
+            steps = int(self.metrics.env_steps[i]) if i < len(versions) else None
+            points.append(SelectionPoint(v, steps, score))
+        return points
+
+
+def run_labels(runs: list[Run]) -> list[str]:
+    """One legend label per run; directories of the same name are told apart by their path."""
+    names = [r.name for r in runs]
+    return [r.label(str(r.path) if names.count(r.name) > 1 else None) for r in runs]
+
+
+def load_run(path: Path) -> Run:
+    """Read ``path/summary.json`` and ``path/metrics.csv``; ``RunDirError`` if unusable."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RunDirError(f"{path}: not a directory")
+    return Run(path, _load_summary(path / "summary.json"), _load_metrics(path / "metrics.csv"))
+
+
+def _load_summary(file: Path) -> RunSummary:
+    if not file.is_file():
+        raise RunDirError(f"{file}: missing (is this a run directory of `edge-rl learn`?)")
+    try:
+        raw = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunDirError(f"{file}: not readable JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise RunDirError(f"{file}: expected a JSON object")
+    missing = [k for k in REQUIRED_SUMMARY if k not in raw]
+    if missing:
+        raise RunDirError(f"{file}: missing {', '.join(missing)}")
+    try:
+        return RunSummary(
+            env_id=str(raw["env_id"]),
+            algo=str(raw["algo"]),
+            seed=int(raw["seed"]),
+            env_steps=int(raw["env_steps"]),
+            updates=int(raw["updates"]),
+            wall_s=float(raw["wall_s"]),
+            final_eval_return=_opt(float, raw["final_eval_return"]),
+            final_eval_return_std=_opt(float, raw.get("final_eval_return_std")),
+            policy_precision=_opt(str, raw.get("policy_precision")),
+            policy_model_bytes=_opt(int, raw.get("policy_model_bytes")),
+            policy_payload_bytes=_opt(int, raw.get("policy_payload_bytes")),
+            exports_failed=_opt(int, raw.get("exports_failed")),
+            # JSON object keys are strings: {"10": 820.3} -> {10: 820.3}
+            selection_scores={
+                int(k): float(v) for k, v in (raw.get("selection_scores") or {}).items()
+            },  # fmt: skip
+        )
+    except (TypeError, ValueError, AttributeError) as e:
+        raise RunDirError(f"{file}: malformed value ({e})") from None
+
+
+def _opt(kind: type, value: Any) -> Any:
+    return None if value is None else kind(value)
+
+
+def _load_metrics(file: Path) -> Metrics:
+    if not file.is_file():
+        raise RunDirError(f"{file}: missing (is this a run directory of `edge-rl learn`?)")
+    try:
+        with open(file, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in REQUIRED_METRICS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise RunDirError(f"{file}: no column {', '.join(missing)}")
+            columns: dict[str, list[float]] = {c: [] for c in REQUIRED_METRICS}
+            for row in reader:
+                for c in REQUIRED_METRICS:
+                    columns[c].append(_number(row[c], file, reader.line_num, c))
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{file}: not readable ({e})") from None
+    if not columns["wall_s"]:
+        raise RunDirError(f"{file}: no rows")
+    return Metrics(**{c: np.asarray(v, dtype=np.float64) for c, v in columns.items()})
+
+
+def _number(text: str | None, file: Path, line: int, column: str) -> float:
+    try:
+        x = float(text)  # type: ignore[arg-type]  # None (short row) is caught below
+    except (TypeError, ValueError):
+        raise RunDirError(f"{file}, line {line}: {column}={text!r} is not a number") from None
+    if column != "recent_return" and math.isnan(x):
+        raise RunDirError(f"{file}, line {line}: {column} is nan")
+    return x

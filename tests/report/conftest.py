@@ -1,0 +1,66 @@
+"""Synthetic run directories, written the way ``edge-rl learn`` writes them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+# metrics.csv as LearnerNode writes it (edge_rl/nodes/learner_node.py).
+FIELDS = (
+    "wall_s,env_steps,episodes,recent_return,updates,updates_per_s,loss,mean_q,policy_version,"
+    "actors_online,transitions_rejected,transitions_duplicate,ingest_queue_dropped,fleet_state,"
+    "epsilon,sigma"
+).split(",")
+
+MakeRun = Callable[..., Path]
+
+
+@pytest.fixture
+def make_run(tmp_path) -> MakeRun:
+    """``make(name, precision=, seed=, scores=, final=, rows=) -> run dir`` under tmp_path.
+
+    One metrics row per second, 100 env steps and a new policy version every 10 rows; the
+    return climbs from -100 (nan for the first 5 rows, as before the first episode ends).
+    """
+
+    def make(
+        name: str,
+        precision: str | None = "int8",
+        seed: int = 0,
+        scores: dict[int, float] | None = None,
+        final: tuple[float | None, float | None] = (180.0, 12.5),
+        rows: int = 60,
+    ) -> Path:
+        run = tmp_path / name
+        run.mkdir(parents=True)
+        summary = {
+            "env_id": "CartPole-v1", "algo": "dqn", "seed": seed, "env_steps": rows * 100,
+            "updates": rows * 50, "wall_s": float(rows), "final_eval_return": final[0],
+            "final_eval_return_std": final[1], "policy_precision": precision,
+            "policy_model_bytes": 5120, "policy_payload_bytes": 3072, "exports_failed": 1,
+            "selection_scores": {str(v): s for v, s in (scores or {}).items()},
+            "actors": {"sim-00": {"env_steps": rows * 100}},
+        }  # fmt: skip
+        if precision is None:
+            del summary["policy_precision"]
+        (run / "summary.json").write_text(json.dumps(summary))
+        with open(run / "metrics.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS)
+            w.writeheader()
+            for t in range(rows):
+                w.writerow({
+                    "wall_s": float(t), "env_steps": t * 100, "episodes": t // 5,
+                    "recent_return": math.nan if t < 5 else -100.0 + 5 * t + seed,
+                    "updates": t * 50, "updates_per_s": 50.0, "loss": 0.5, "mean_q": 1.0,
+                    "policy_version": t // 10, "actors_online": 2, "transitions_rejected": 0,
+                    "transitions_duplicate": 0, "ingest_queue_dropped": 0,
+                    "fleet_state": "running", "epsilon": 0.1, "sigma": "",
+                })  # fmt: skip
+        return run
+
+    return make

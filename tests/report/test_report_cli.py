@@ -1,0 +1,108 @@
+"""``edge-rl report`` as a user runs it: PNGs and report.md from run directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edge_rl.cli import main
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+MIN_PNG_BYTES = 25_000  # 8x4.8 in at 150 dpi: a blank canvas ~5 KB, empty axes ~14 KB
+ALL_PLOTS = ["return_vs_env_steps.png", "return_vs_wall_time.png", "selection_scores.png",
+             "final_return.png"]  # fmt: skip
+
+
+def _report(*args: str):
+    return CliRunner().invoke(main, ["report", *args])
+
+
+def _check_report(out: Path, stdout: str, runs: list[str], plots: list[str]) -> None:
+    assert [Path(line) for line in stdout.split()] == [out / p for p in plots] + [out / "report.md"]
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(plots)
+    for name in plots:
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > MIN_PNG_BYTES, name
+    md = (out / "report.md").read_text()
+    for run in runs:
+        assert f"| `{run}` |" in md
+    for name in plots:
+        assert f"]({name})" in md
+
+
+def test_report_on_two_runs(make_run, tmp_path):
+    a = make_run("a-int8", "int8", scores={1: 10.0, 2: 30.0})
+    b = make_run("b-fp32", "fp32")
+    out = tmp_path / "report"
+    result = _report(str(a), str(b), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    _check_report(out, result.output, ["a-int8", "b-fp32"], ALL_PLOTS)
+    md = (out / "report.md").read_text()
+    assert "| `a-int8` | CartPole-v1 | dqn | int8 | 0 | 6,000 | 3,000 | 1.0 min |" in md
+    assert "| 180.0 ± 12.5 | 5,120 / 3,072 | 1 |" in md
+
+
+def test_no_selection_scores_no_selection_plot(make_run, tmp_path):
+    out = tmp_path / "report"
+    result = _report(str(make_run("plain")), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    plots = [p for p in ALL_PLOTS if p != "selection_scores.png"]
+    _check_report(out, result.output, ["plain"], plots)
+    assert "selection_scores.png" not in (out / "report.md").read_text()
+
+
+def test_default_out_is_report_in_the_working_directory(make_run, tmp_path, monkeypatch):
+    run = make_run("r")
+    monkeypatch.chdir(tmp_path)
+    result = _report(str(run))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report" / "report.md").is_file()
+
+
+@pytest.mark.parametrize(
+    "break_it, message",
+    [
+        (lambda run: (run / "summary.json").unlink(), "summary.json: missing"),
+        (lambda run: (run / "metrics.csv").write_text("wall_s\n"), "no column"),
+    ],
+)
+def test_bad_run_directory_is_a_clear_error(make_run, tmp_path, break_it, message):
+    good, bad = make_run("good"), make_run("bad")
+    break_it(bad)
+    out = tmp_path / "report"
+    result = _report(str(good), str(bad), "--out", str(out))
+    assert result.exit_code == 1
+    assert f"Error: {bad}" in result.output and message in result.output
+    assert not out.exists()  # nothing half-written
+
+
+def test_missing_run_directory(tmp_path):
+    result = _report(str(tmp_path / "nope"))
+    assert result.exit_code != 0 and str(tmp_path / "nope") in result.output
+
+
+# A real run at a tiny budget (flags as tests/test_examples.py's TINY and SMALL_NETS["dqn"]);
+# select_every=2 makes it score policies, so every plot is drawn.
+TINY_DQN = [
+    "--fleet", "2", "--board", "rpi5",
+    "--set", "total_env_steps=1200", "--set", "learning_starts=400",
+    "--set", "export.every_updates=100", "--set", "select_every=2", "--set", "select_episodes=1",
+    "--set", "eval_episodes=2", "--set", "export.calibration_size=50",
+    "--set", "export.parity_size=50", "--set", "replay_capacity=5000",
+    "--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_report_on_a_real_tiny_run(tmp_path, mosquitto_available, cli):
+    run = tmp_path / "cartpole-tiny"
+    proc = cli("learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run), *TINY_DQN,
+               "--set", "run=report-smoke")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = tmp_path / "report"
+    proc = cli("report", str(run), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    _check_report(out, proc.stdout, ["cartpole-tiny"], ALL_PLOTS)
+    assert "| CartPole-v1 | dqn | int8 |" in (out / "report.md").read_text()

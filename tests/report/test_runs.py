@@ -1,0 +1,106 @@
+"""Reading run directories back: typed records, selection on the env-step axis, bad dirs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from edge_rl.report.runs import Metrics, Run, RunDirError, load_run, run_labels
+
+
+def test_loads_summary_and_metrics(make_run):
+    run = load_run(make_run("a", precision="fp16", seed=3, scores={1: 50.0}))
+    s = run.summary
+    assert (s.env_id, s.algo, s.seed, s.policy_precision) == ("CartPole-v1", "dqn", 3, "fp16")
+    assert (s.env_steps, s.final_eval_return, s.final_eval_return_std) == (6000, 180.0, 12.5)
+    assert s.selection_scores == {1: 50.0}  # JSON's string keys back to versions
+    assert len(run.metrics.wall_s) == 60 and run.metrics.env_steps[-1] == 5900
+    assert math.isnan(run.metrics.recent_return[0]) and run.metrics.recent_return[5] == -72.0
+    assert run.label() == "a (fp16, seed 3)"
+
+
+def test_optional_fields_may_be_absent(make_run):
+    run = load_run(make_run("old", precision=None, final=(None, None)))
+    assert run.summary.policy_precision is None and run.summary.final_eval_return is None
+    assert run.label() == "old (seed 0)"
+
+
+def test_labels_tell_same_named_runs_apart_by_path(make_run):
+    a, b, c = make_run("x/run"), make_run("y/run"), make_run("solo")
+    labels = run_labels([load_run(a), load_run(b), load_run(c)])
+    assert labels == [f"{a} (int8, seed 0)", f"{b} (int8, seed 0)", "solo (int8, seed 0)"]
+
+
+# policy_version per metrics row -> env steps of the first row showing each scored version.
+SELECTION_CASES = [
+    # versions per row, scores, expected env steps per scored version (rows are 10 steps)
+    ([0, 0, 1, 1, 2, 3], {1: 5.0, 3: 7.0}, [20, 50]),
+    ([0, 2, 2, 4], {1: 5.0, 2: 6.0, 4: 8.0}, [10, 10, 30]),  # 1 never shown: first >= 1
+    ([0, 1, 1], {1: 5.0, 2: 9.0}, [10, None]),  # 2 scored after the last metrics row
+]
+
+
+@pytest.mark.parametrize("versions, scores, expected", SELECTION_CASES)
+def test_selection_points_on_the_env_step_axis(make_run, versions, scores, expected):
+    base = load_run(make_run("r", scores=scores))
+    n = len(versions)
+    steps = np.arange(n) * 10.0
+    metrics = Metrics(steps / 10, steps, np.zeros(n), np.asarray(versions, dtype=float))
+    run = Run(base.path, base.summary, metrics)
+    points = run.selection()
+    assert [p.policy_version for p in points] == sorted(scores)
+    assert [p.env_steps for p in points] == expected
+    assert [p.score for p in points] == [scores[v] for v in sorted(scores)]
+
+
+def _rewrite(name, transform):
+    def mutate(run):
+        path = run / name
+        path.write_text(transform(path.read_text()))
+
+    return mutate
+
+
+def _summary(change):
+    def transform(text):
+        data = json.loads(text)
+        change(data)
+        return json.dumps(data)
+
+    return _rewrite("summary.json", transform)
+
+
+BAD_RUNS = [
+    ("no summary", lambda run: (run / "summary.json").unlink(), "summary.json: missing"),
+    ("no metrics", lambda run: (run / "metrics.csv").unlink(), "metrics.csv: missing"),
+    ("summary not JSON", _rewrite("summary.json", lambda t: t[:20]), "not readable JSON"),
+    ("summary a list", _rewrite("summary.json", lambda t: "[1, 2]"), "expected a JSON object"),
+    ("summary lacks keys", _summary(lambda d: (d.pop("env_id"), d.pop("wall_s"))),
+     "missing env_id, wall_s"),
+    ("summary bad value", _summary(lambda d: d.update(seed="zero")), "malformed value"),
+    ("metrics lack a column",
+     _rewrite("metrics.csv", lambda t: t.replace("recent_return", "ret", 1)),
+     "no column recent_return"),
+    ("metrics bad number",
+     _rewrite("metrics.csv", lambda t: t.replace("\n1.0,100,", "\n1.0,lots,", 1)),
+     "line 3: env_steps='lots' is not a number"),
+    ("metrics short row", _rewrite("metrics.csv", lambda t: t + "61.0,6100\n"), "is not a number"),
+    ("metrics header only", _rewrite("metrics.csv", lambda t: t.splitlines()[0] + "\n"), "no rows"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mutate, message", [c[1:] for c in BAD_RUNS], ids=[c[0] for c in BAD_RUNS])
+def test_bad_run_directory_names_the_file(make_run, mutate, message):
+    run = make_run("bad")
+    mutate(run)
+    with pytest.raises(RunDirError, match="bad") as info:
+        load_run(run)
+    assert str(run) in str(info.value) and message in str(info.value)
+
+
+def test_not_a_directory(tmp_path):
+    with pytest.raises(RunDirError, match="not a directory"):
+        load_run(tmp_path / "nowhere")
