@@ -98,9 +98,18 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     import dataclasses
 
     (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
+    # SIGTERM (kill, systemd, a CI timeout) ends a run as Ctrl-C does: the actors are told to
+    # stop, then the fleet's processes and the embedded broker are shut down, not orphaned.
+    # SIGINT explicitly too: a shell starts a background job (`&`) with SIGINT ignored.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     summary = _learn(cfg, run_dir, broker, embedded_broker)
     click.echo(json.dumps(summary, indent=2))
     click.echo(f"run directory: {run_dir}")
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _plain(x):

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +45,64 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_avai
 
     wrong = cli("eval", str(run / "policy.tflite"), "--env", "Acrobot-v1")
     assert wrong.returncode != 0 and "CartPole-v1" in wrong.stderr
+
+
+def _children(pid: int) -> list[int]:
+    """Direct child processes of ``pid`` (Linux /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[1]) == pid:  # fields: state, ppid, ...
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_run_without_orphans(tmp_path, mosquitto_available):
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge_rl.cli", "learn", "--config", "examples/cartpole_dqn.yaml",
+         "--out", str(run), "--fleet", "2", "--board", "rpi5",
+         "--set", "total_env_steps=10000000", "--set", "dqn.hidden=[32, 32]"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            metrics = run / "metrics.csv"
+            rows = metrics.read_text().splitlines()[1:] if metrics.exists() else []
+            if rows and int(rows[-1].split(",")[1]) > 0:  # env_steps: actors are stepping
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        children = _children(proc.pid)
+        assert len(children) >= 3, children  # two actors and the broker
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+        assert proc.returncode != 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(c) for c in children):
+            time.sleep(0.2)
+        assert not [c for c in children if _alive(c)], err[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for c in children + _children(proc.pid):  # a failed run must not leave orphans
+            if _alive(c):
+                os.kill(c, signal.SIGKILL)
 
 
 @pytest.mark.slow
