@@ -123,3 +123,26 @@ def run_cli(*args: str, timeout: float = 240):
 def cli():
     """Run the ``edge-rl`` command as a user would (see ``run_cli``)."""
     return run_cli
+
+
+# `edge-rl learn` as a smoke run: a tiny budget, small networks, gates that always pass.
+TINY = [
+    "--fleet", "2", "--board", "rpi5",
+    "--set", "total_env_steps=1200", "--set", "learning_starts=400",
+    "--set", "export.every_updates=100", "--set", "select_every=2", "--set", "select_episodes=1",
+    "--set", "eval_episodes=2", "--set", "export.calibration_size=50",
+    "--set", "export.parity_size=50", "--set", "replay_capacity=5000",
+]  # fmt: skip
+SMALL_NETS = {
+    "dqn": ["--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0"],
+    "td3": ["--set", "td3.actor_hidden=[32, 32]", "--set", "td3.critic_hidden=[32, 32]",
+            "--set", "td3.batch_size=64", "--set", "td3.updates_per_call=1",
+            "--set", "export.max_action_error=2",
+            "--set", "export.mean_action_error=2"],
+}  # fmt: skip
+
+
+@pytest.fixture
+def tiny_learn():
+    """``algo -> flags`` that make ``edge-rl learn`` a ~30 s smoke run (with selection)."""
+    return lambda algo: [*TINY, *SMALL_NETS[algo]]

@@ -83,23 +83,12 @@ def test_missing_run_directory(tmp_path):
     assert result.exit_code != 0 and str(tmp_path / "nope") in result.output
 
 
-# A real run at a tiny budget (flags as tests/test_examples.py's TINY and SMALL_NETS["dqn"]);
-# select_every=2 makes it score policies, so every plot is drawn.
-TINY_DQN = [
-    "--fleet", "2", "--board", "rpi5",
-    "--set", "total_env_steps=1200", "--set", "learning_starts=400",
-    "--set", "export.every_updates=100", "--set", "select_every=2", "--set", "select_episodes=1",
-    "--set", "eval_episodes=2", "--set", "export.calibration_size=50",
-    "--set", "export.parity_size=50", "--set", "replay_capacity=5000",
-    "--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0",
-]  # fmt: skip
-
-
 @pytest.mark.slow
-def test_report_on_a_real_tiny_run(tmp_path, mosquitto_available, cli):
+def test_report_on_a_real_tiny_run(tmp_path, mosquitto_available, cli, tiny_learn):
+    # select_every=2 in the tiny flags makes the learner score policies: every plot is drawn.
     run = tmp_path / "cartpole-tiny"
-    proc = cli("learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run), *TINY_DQN,
-               "--set", "run=report-smoke")  # fmt: skip
+    proc = cli("learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
+               *tiny_learn("dqn"), "--set", "run=report-smoke")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = tmp_path / "report"
     proc = cli("report", str(run), "--out", str(out))
