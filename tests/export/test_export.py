@@ -184,3 +184,15 @@ def test_the_stderr_filter_drops_only_its_lines(capfd) -> None:
         os.write(2, b"noise: from C++\nkept: another thread's log record\n")
     err = capfd.readouterr().err
     assert "kept: another thread's log record" in err and "noise" not in err
+
+
+def test_a_model_with_integer_io_is_rejected_by_the_loader(model: keras.Model) -> None:
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([row[None]] for row in _obs(32, seed=0))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int8
+    with pytest.raises(ValueError, match="float32 I/O"):
+        TFLitePolicy(converter.convert())
