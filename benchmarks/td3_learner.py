@@ -114,12 +114,9 @@ def make_runner(variant: Variant, spec, replay, arrays):
 
         return Eager(), run_torch
 
-    if variant.bf16:
-        with bf16_hidden_layers():
-            learner = TD3Learner(spec, config, seed=SEED)
-    elif not variant.in_graph:
-        learner = TD3Learner(spec, config, seed=SEED)
     if not variant.in_graph:
+        with bf16_hidden_layers() if variant.bf16 else contextlib.nullcontext():
+            learner = TD3Learner(spec, config, seed=SEED)
         n = variant.k * BATCH
 
         def run() -> int:
