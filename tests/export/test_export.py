@@ -186,6 +186,7 @@ def test_the_stderr_filter_drops_only_its_lines(capfd) -> None:
     assert "kept: another thread's log record" in err and "noise" not in err
 
 
+@pytest.mark.filterwarnings("ignore:Statistics for quantized inputs")
 def test_a_model_with_integer_io_is_rejected_by_the_loader(model: keras.Model) -> None:
     import tensorflow as tf
 
