@@ -95,12 +95,17 @@ class Affine(keras.layers.Layer):
 
 
 def export_policy(
-    model: keras.Model, calibration_obs: np.ndarray, precision: str = "int8"
+    model: keras.Model,
+    calibration_obs: np.ndarray,
+    precision: str = "int8",
+    per_channel: bool = True,
 ) -> ExportedModel:
     """Convert ``model`` (raw obs -> output) to a batch-1 TFLite model on raw obs.
 
     ``calibration_obs [n, obs_dim]``: real observations (from replay). They set the
     normalisation and, for int8, the activation ranges of every quantised tensor.
+    ``per_channel`` (int8 only): one weight scale per output unit of each Dense layer
+    (TFLite's default), or one per layer (smaller model, coarser weights).
     """
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
@@ -115,7 +120,7 @@ def export_policy(
 
     export_model = deployable_model(model, mean, std)
     t0 = time.perf_counter()
-    tflite_bytes = _convert(export_model, obs, precision)
+    tflite_bytes = _convert(export_model, obs, precision, per_channel)
     convert_seconds = time.perf_counter() - t0
 
     input_quant, output_quant = _read_quant(tflite_bytes)
@@ -192,7 +197,9 @@ def deployable_model(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> k
     return exported
 
 
-def _convert(model: keras.Model, obs: np.ndarray, precision: str) -> bytes:
+def _convert(
+    model: keras.Model, obs: np.ndarray, precision: str, per_channel: bool = True
+) -> bytes:
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     if precision == "fp16":
         # float16 weights (half the bytes), float32 activations and I/O.
@@ -214,14 +221,16 @@ def _convert(model: keras.Model, obs: np.ndarray, precision: str) -> bytes:
             warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
             if precision != "int8":
                 return bytes(converter.convert())
-            return _selective_int8(converter, obs)
+            return _selective_int8(converter, obs, per_channel)
     finally:
         tf_logger.setLevel(level)
         if interactive:
             keras.config.enable_interactive_logging()
 
 
-def _selective_int8(converter: tf.lite.TFLiteConverter, obs: np.ndarray) -> bytes:
+def _selective_int8(
+    converter: tf.lite.TFLiteConverter, obs: np.ndarray, per_channel: bool = True
+) -> bytes:
     """int8 weights and activations for every op but ``FLOAT_OPS``; float I/O."""
 
     def representative_dataset() -> Iterator[list[np.ndarray]]:
@@ -230,6 +239,11 @@ def _selective_int8(converter: tf.lite.TFLiteConverter, obs: np.ndarray) -> byte
 
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative_dataset
+    # Not ``_experimental_disable_per_channel_quantization_for_dense_layers``: TF 2.21's
+    # QuantizationDebugger calls mlir_quantize with the all-ops flag only and drops that
+    # one. The all-ops flag is the same thing here: FULLY_CONNECTED are our only int8 ops
+    # with weights.
+    converter._experimental_disable_per_channel = not per_channel
     options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=FLOAT_OPS)
     with _without_native_lines(b"fully_quantize: "):  # printed by C++ on every call
         debugger = tf.lite.experimental.QuantizationDebugger(

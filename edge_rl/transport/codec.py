@@ -17,7 +17,8 @@ import json
 import math
 import struct
 import zlib
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from edge_rl.types import (
     QuantParams,
     TransitionBatch,
 )
+
+if TYPE_CHECKING:
+    from edge_rl.transport import blocks
 
 SCHEMA_VERSION = 1
 MAGIC_POLICY, MAGIC_TRANSITIONS = b"ERLP", b"ERLT"
@@ -229,20 +233,34 @@ def validate_batch(
 
 # --- policy bundle --------------------------------------------------------------------
 
-CODECS = ("zlib", "none")
+CODECS = ("zlib", "none", "blocks")
 
 
-def compress_model(model: bytes, codec: str) -> bytes:
+def compress_model(
+    model: bytes, codec: str, regions: Sequence[blocks.Region] | None = None
+) -> bytes:
+    """``model`` packed by ``codec``. "blocks" needs the model's weight ``regions``, found on
+    the host by ``edge_rl.export.regions.weight_regions``; the others ignore them."""
     if codec == "zlib":
         return zlib.compress(model, 9)
     if codec == "none":
         return model
+    if codec == "blocks":
+        from edge_rl.transport import blocks  # lazily: blocks imports CodecError from here
+
+        if regions is None:
+            raise ValueError("the 'blocks' codec needs the model's weight regions")
+        return blocks.encode(model, regions)
     raise ValueError(f"unknown model codec {codec!r}, expected one of {CODECS}")
 
 
 def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
     if codec == "none":
         return bytes(payload)
+    if codec == "blocks":
+        from edge_rl.transport import blocks
+
+        return blocks.decode(payload, max_bytes)
     if codec != "zlib":
         raise CodecError("bad_codec", f"unknown model codec {codec!r}")
     d = zlib.decompressobj()
