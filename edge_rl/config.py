@@ -14,6 +14,7 @@ import yaml
 
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
 from edge_rl.agents.td3.config import TD3Config
+from edge_rl.compress.config import CompressionConfig  # pure too
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,15 @@ class ExportConfig:
     # max 0.44-0.67 while the mean is 0.01-0.05), hence the loose default for the maximum.
     max_action_error: float = 0.75
     mean_action_error: float = 0.06
-    codec: str = "zlib"  # compression of the model in the bundle
+    # Compression of the model in the bundle. "blocks" also stores zero and circulant
+    # blocks of the weight matrices compactly (edge_rl.transport.blocks): use it with
+    # compression.method gst or iterative.
+    codec: str = "zlib"
+    # int8 weights: one scale per output unit of each Dense layer (the converter's
+    # default) or one per layer: ~2 KB smaller for a 256-wide layer, coarser weights. Both
+    # keep block-circulant kernels circulant in int8 (each row of a block-row holds the
+    # same values, rotated, hence the same scale).
+    per_channel: bool = True
 
     def __post_init__(self) -> None:
         if self.precision not in ("int8", "fp16", "fp32"):
@@ -61,8 +70,8 @@ class ExportConfig:
             raise ValueError("export.min_greedy_agreement must be in [0, 1]")
         if self.max_action_error <= 0 or self.mean_action_error <= 0:
             raise ValueError("export.max_action_error and mean_action_error must be > 0")
-        if self.codec not in ("zlib", "none"):
-            raise ValueError(f"export.codec must be zlib or none: {self.codec!r}")
+        if self.codec not in ("zlib", "none", "blocks"):
+            raise ValueError(f"export.codec must be zlib, none or blocks: {self.codec!r}")
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,7 @@ class RunConfig:
     fleet: FleetConfig = field(default_factory=FleetConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    compression: CompressionConfig = field(default_factory=CompressionConfig)
 
     def __post_init__(self) -> None:
         if self.algo not in ("dqn", "td3"):
@@ -107,6 +117,11 @@ class RunConfig:
             raise ValueError("max_lag_transitions >= 1 and eval_episodes >= 1")
         if self.select_every < 0 or self.select_episodes < 1:
             raise ValueError("select_every >= 0 and select_episodes >= 1")
+
+    @property
+    def total_updates(self) -> int:
+        """The learner's update budget: what compression schedules are fractions of."""
+        return max(1, int(self.replay_ratio * max(0, self.total_env_steps - self.learning_starts)))
 
 
 def run_config_from_dict(data: dict[str, Any]) -> RunConfig:

@@ -89,7 +89,8 @@ class MaskedWeights:
     def apply(self) -> None:
         """``kernel <- kernel * mask`` for every kernel. Safe inside ``tf.function``."""
         for kernel, mask in zip(self.kernels, self.masks, strict=True):
-            kernel.assign(kernel * tf.cast(mask, kernel.dtype))
+            # where, not kernel * mask: -0.0 would survive into exported fp32/fp16 bytes.
+            kernel.assign(tf.where(mask > 0, kernel, tf.zeros_like(kernel)))
 
     def update(self, target_sparsity: float) -> None:
         """Re-rank every kernel's blocks, prune each to ``target_sparsity``, apply. Eager only.

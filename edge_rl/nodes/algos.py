@@ -31,6 +31,7 @@ class Algo:
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
+        self.compressor: Any = None  # edge_rl.compress.compressor.Compressor, when enabled
 
     @property
     def updates(self) -> int:
@@ -44,7 +45,23 @@ class Algo:
         self.agent.compile()
 
     def update(self, replay: ReplayBuffer) -> dict[str, float]:
-        return self.agent.update(replay.sample(self.batch_size))
+        metrics = self.agent.update(replay.sample(self.batch_size))
+        if self.compressor is not None:
+            self.compressor.on_updates(self.agent.updates)  # transition, mask updates
+        return metrics
+
+    def _compress(self) -> None:
+        """GST or iterative pruning of the policy network (the one deployed), when the
+        config asks for it; before compile(), since the update reads the constraint when
+        traced. The critics never leave the host and stay dense."""
+        if self.cfg.compression.method == "none":
+            return
+        from edge_rl.compress.compressor import Compressor
+
+        self.compressor = Compressor(
+            self.cfg.compression, self.policy_network, self.cfg.total_updates
+        )
+        self.agent.constraint = self.compressor.constraint
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         raise NotImplementedError
@@ -64,6 +81,8 @@ class DQNAlgo(Algo):
         super().__init__(cfg)
         self.agent = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
         self.batch_size = cfg.dqn.batch_size
+        self._compress()
+        self.agent.sync_target()  # the target starts from the (circulant) online weights
 
     @property
     def policy_network(self) -> Any:
@@ -93,6 +112,9 @@ class TD3Algo(Algo):
         # One call takes updates_per_call gradient steps, each on its own minibatch.
         self.batch_size = cfg.td3.batch_size * cfg.td3.updates_per_call
         self.half_range = (np.asarray(spec.action_high) - np.asarray(spec.action_low)) / 2
+        self._compress()
+        actor = self.agent.actor_network  # the target starts from the (circulant) weights
+        self.agent.actor_target.set_weights(actor.get_weights())
 
     @property
     def policy_network(self) -> Any:

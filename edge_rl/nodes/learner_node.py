@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 METRICS = [
     "wall_s", "env_steps", "episodes", "recent_return", "updates", "updates_per_s", "loss",
     "mean_q", "policy_version", "actors_online", "transitions_rejected",
-    "transitions_duplicate", "ingest_queue_dropped", "fleet_state", "epsilon", "sigma",
+    "transitions_duplicate", "ingest_queue_dropped", "fleet_state", "compression",
+    "policy_bytes", "epsilon", "sigma",
 ]  # fmt: skip
 
 
@@ -95,6 +96,10 @@ class LearnerNode:
         self._last_control: ControlMessage | None = None
         self._ledger = CreditLedger()
         self._metrics: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
+        self._episodes_seen = 0  # fleet episodes whose return the compressor has seen
+        self.policy_bytes_total = 0  # payload bytes of every policy published (per subscriber)
+        self.publishes = 0
+        self._compression_of: dict[int, float] = {}  # policy version -> compression ratio
         self.transport = MqttTransport(
             broker_url,
             client_id=f"learner-{cfg.run}",
@@ -207,6 +212,7 @@ class LearnerNode:
         try:
             while self.env_steps < self.cfg.total_env_steps:
                 self._train_for(0.05)
+                self._feed_returns()
                 self._send_control("running")  # new credit, if there is any to grant
                 if self.agent.updates - self._last_export_updates >= self.cfg.export.every_updates:
                     self._export_and_publish()
@@ -240,6 +246,19 @@ class LearnerNode:
                 return
             self._metrics = self.agent.update(self.replay)
 
+    def _feed_returns(self) -> None:
+        """GST's reward-aware controller follows the fleet's episode returns."""
+        compressor = self.agent.compressor
+        if compressor is None:
+            return
+        returns, self._episodes_seen = self.ingest.returns_since(self._episodes_seen)
+        for r in returns:
+            compressor.observe_return(r)
+
+    def _compression(self) -> float:
+        c = self.agent.compressor
+        return float("nan") if c is None else round(c.ratios().network, 4)
+
     def _export_and_publish(self, wait: bool = False) -> None:
         """Export the policy network; in the background unless ``wait``.
 
@@ -259,6 +278,7 @@ class LearnerNode:
             self.version + 1,
             self.agent.updates,
             self.agent.exploration(self.env_steps),
+            self._compression(),  # of the snapshot: the compressor changes only here
         )
         if wait:
             self._export_job_body(*args)
@@ -266,7 +286,12 @@ class LearnerNode:
             self._export_job = self._exporter.submit(self._export_job_body, *args)
 
     def _export_job_body(
-        self, model: Any, version: int, step: int, exploration: dict[str, float]
+        self,
+        model: Any,
+        version: int,
+        step: int,
+        exploration: dict[str, float],
+        compression: float,
     ) -> None:
         try:
             published = self.publisher.export(self.agent, model, version, step, exploration)
@@ -275,6 +300,7 @@ class LearnerNode:
             log.exception("export v%d failed", version)
             return
         if published is not None and self._publish(published):
+            self._log_publish(published, compression)
             every = self.cfg.select_every
             if every and version % every == 0:
                 self._score(published)
@@ -296,6 +322,28 @@ class LearnerNode:
         self._published = published
         self.publisher.save(published)
         return True
+
+    def _log_publish(self, published: Published, compression: float) -> None:
+        """One line per publish in publishes.jsonl: what every broadcast cost on the wire."""
+        m = published.bundle.manifest
+        self.policy_bytes_total += len(published.payload)
+        self.publishes += 1
+        self._compression_of[m.policy_version] = compression
+        record = {
+            "policy_version": m.policy_version,
+            "learner_step": m.learner_step,
+            "env_steps": self.env_steps,
+            "payload_bytes": len(published.payload),
+            "model_bytes": m.model_size,
+            "codec": m.codec,
+            "compression": None if math.isnan(compression) else compression,
+        }
+        with open(self.run_dir / "publishes.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        log.info(
+            "published v%d: %d bytes on the wire (model %d), compression %s",
+            m.policy_version, len(published.payload), m.model_size, record["compression"],
+        )  # fmt: skip
 
     def _score(self, published: Published) -> float:
         """Greedy return of a published int8 model in LiteRT on the learner's own env.
@@ -333,6 +381,7 @@ class LearnerNode:
         again = self.publisher.reversion(best, self.version + 1)
         if self._publish(again):
             self.deployed_from = best.bundle.manifest.policy_version
+            self._log_publish(again, self._compression_of.get(self.deployed_from, math.nan))
             log.info(
                 "deployed v%d: the weights of v%d (score %.1f) over the last v%d (%.1f)",
                 self.version, self.deployed_from, best_score, v_last, score,
@@ -386,6 +435,8 @@ class LearnerNode:
             "transitions_duplicate": s.duplicate_transitions,
             "ingest_queue_dropped": self.inbox_dropped,
             "fleet_state": self.fleet_state,
+            "compression": self._compression(),
+            "policy_bytes": len(self._published.payload) if self._published else 0,
             **self.agent.exploration(s.transitions),
         }
 
@@ -419,6 +470,10 @@ class LearnerNode:
             "policy_precision": self.cfg.export.precision,
             "policy_model_bytes": len(p.model) if p else None,
             "policy_payload_bytes": len(p.payload) if p else None,
+            "policy_codec": self.cfg.export.codec,
+            "policy_bytes_total": self.policy_bytes_total,
+            "publishes": self.publishes,
+            "compression": self.agent.compressor and self.agent.compressor.summary(),
             "parity": p.parity if p else None,
             "last_export_seconds": round(p.export_seconds, 3) if p else None,
             "exports_failed": self.publisher.failed,

@@ -66,14 +66,21 @@ class PolicyPublisher:
         # Calibration and parity observations are disjoint draws from replay.
         obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
-        exported = export_policy(model, obs[:n_cal], e.precision)
+        exported = export_policy(model, obs[:n_cal], e.precision, per_channel=e.per_channel)
         ok, parity = algo.check(exported, model, obs[n_cal:])
         if not ok:
             self.failed += 1
             log.warning("export v%d not published: parity check failed %s", version, parity)
             return None
         manifest = self._manifest(exported, version, learner_step, exploration, algo.output_kind)
-        bundle = PolicyBundle(manifest, codec.compress_model(exported.tflite, e.codec))
+        regions = None
+        if e.codec == "blocks":  # where the weight matrices lie in the flatbuffer
+            from edge_rl.export.regions import weight_regions
+
+            regions = weight_regions(exported.tflite)
+        bundle = PolicyBundle(
+            manifest, codec.compress_model(exported.tflite, e.codec, regions=regions)
+        )
         return Published(
             bundle, codec.encode_policy(bundle), exported.tflite, parity, time.perf_counter() - t0
         )

@@ -159,3 +159,14 @@ class Ingest:
         with self.lock:
             r = list(self.stats.returns)[-n:]
         return float(np.mean(r)) if r else None
+
+    def returns_since(self, seen: int) -> tuple[list[float], int]:
+        """Returns of the episodes finished after the first ``seen``, and the new count.
+
+        At most the last 100 (the deque's bound): a caller that polls less often than 100
+        episodes finish loses the oldest of them, and knows how many from the count.
+        """
+        with self.lock:
+            n = self.stats.episodes
+            new = list(self.stats.returns)[-(n - seen) :] if n > seen else []
+        return new, n

@@ -14,6 +14,8 @@ global-norm gradient clipping, as Stable-Baselines3's DQN (plus the double-DQN t
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -78,6 +80,10 @@ class DQNLearner:
         # is fragile, and this keeps the first update as cheap as the rest.
         self._optimizer.build(self._online.trainable_variables)
         self.updates = 0  # gradient steps taken
+        # Optional kernel constraint (edge_rl.compress.kernels.KernelConstraint, GST or
+        # pruning): constrains the gradients and re-imposes itself after every step. Set it
+        # before compile(): the update reads it when traced.
+        self.constraint: Any = None
 
         # A None batch dimension so that one trace serves every batch size.
         obs = tf.TensorSpec([None, self.obs_dim], tf.float32)
@@ -158,7 +164,11 @@ class DQNLearner:
             q_taken = tf.gather(self._online(obs, training=True), action, batch_dims=1)  # [B]
             loss = tf.reduce_mean(huber(y - q_taken, self.config.huber_delta))
         grads = tape.gradient(loss, variables)
+        if self.constraint is not None:
+            grads = self.constraint.gradients(grads, variables)
         self._optimizer.apply_gradients(zip(grads, variables, strict=True))  # global-norm clipped
+        if self.constraint is not None:
+            self.constraint.apply()
         return tf.stack([loss, tf.reduce_mean(q_taken)])
 
     def _td_errors(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tf.Tensor:

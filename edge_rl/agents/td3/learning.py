@@ -18,6 +18,7 @@ Twin critics and their Polyak-averaged targets, a deterministic actor updated ev
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import keras
 import numpy as np
@@ -111,6 +112,10 @@ class TD3Learner:
         self._actor_loss = tf.Variable(float("nan"), dtype=tf.float32, trainable=False)
         self._rng = tf.random.Generator.from_seed(seed)
         self.updates = 0  # critic (gradient) steps taken, Python side
+        # Optional constraint on the actor's kernels (edge_rl.compress.kernels, GST or
+        # pruning): constrains its gradients and re-imposes itself after every actor step.
+        # Set it before compile(): the update reads it when traced.
+        self.constraint: Any = None
 
         # A None leading dimension, so that one trace serves every batch size.
         obs = tf.TensorSpec([None, self.obs_dim], tf.float32)
@@ -256,7 +261,11 @@ class TD3Learner:
         with tf.GradientTape() as tape:
             actor_loss = -tf.reduce_mean(self._q(self._q1, obs, self._actor(obs, training=True)))
         grads = tape.gradient(actor_loss, self._actor_vars)
+        if self.constraint is not None:
+            grads = self.constraint.gradients(grads, self._actor_vars)
         self._actor_opt.apply_gradients(zip(grads, self._actor_vars, strict=True))
+        if self.constraint is not None:
+            self.constraint.apply()
         self._actor_loss.assign(actor_loss)
         # theta_targ <- tau * theta + (1 - tau) * theta_targ. Trainable weights only: the
         # frozen rescale layer is identical in both actors by construction.
