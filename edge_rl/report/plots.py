@@ -109,6 +109,46 @@ def final_return(runs: Sequence[Run]) -> Figure:
     return fig
 
 
+def compression_over_training(runs: Sequence[Run]) -> Figure | None:
+    """Compression ratio of each published policy (GST / iterative pruning runs)."""
+    rows = [(i, run, label) for i, (run, label) in
+            enumerate(zip(runs, run_labels(list(runs)), strict=True))
+            if any(p.compression is not None for p in run.publishes)]  # fmt: skip
+    if not rows:
+        return None
+    fig, ax = _figure()
+    for i, run, label in rows:
+        pubs = [p for p in run.publishes if p.compression is not None]
+        x = np.array([p.env_steps for p in pubs], float)
+        _curve(ax, x, np.array([100 * p.compression for p in pubs]), i, label)
+    ax.xaxis.set_major_formatter(_STEPS)
+    ax.set_ylim(0, 100)
+    _finish(fig, ax, _title(runs, "compression of each published policy"),
+            "env steps when the policy was published (all actors)",
+            "compression ratio (%)\n(1 - stored / dense kernel entries)")  # fmt: skip
+    return fig
+
+
+def policy_bytes(runs: Sequence[Run]) -> Figure | None:
+    """Payload bytes of every broadcast policy, on a log scale (what each board receives)."""
+    rows = [(i, run, label) for i, (run, label) in
+            enumerate(zip(runs, run_labels(list(runs)), strict=True)) if run.publishes]  # fmt: skip
+    if not rows:
+        return None
+    fig, ax = _figure()
+    for i, run, label in rows:
+        total = sum(p.payload_bytes for p in run.publishes) / 1e6
+        x = np.array([p.env_steps for p in run.publishes], float)
+        y = np.array([p.payload_bytes / 1e3 for p in run.publishes])
+        _curve(ax, x, y, i, f"{label}: {total:.2f} MB in {len(run.publishes)} publishes")
+    ax.xaxis.set_major_formatter(_STEPS)
+    ax.set_yscale("log")
+    _finish(fig, ax, _title(runs, "policy payload per publish"),
+            "env steps when the policy was published (all actors)",
+            "payload on the wire (KB, log scale)")  # fmt: skip
+    return fig
+
+
 # The report, in order. New plots go here (see the module docstring).
 PLOTS: tuple[Plot, ...] = (
     Plot("return_vs_env_steps.png", "Return against env steps", return_vs_env_steps),
@@ -119,6 +159,8 @@ PLOTS: tuple[Plot, ...] = (
         selection_scores,
     ),  # fmt: skip
     Plot("final_return.png", "Final return (mean ± std)", final_return),
+    Plot("compression.png", "Compression of the published policy", compression_over_training),
+    Plot("policy_bytes.png", "Policy bytes on the wire", policy_bytes),
 )
 
 # 300000 -> "300k", 1500000 -> "1.5M": matplotlib's default is "3" with "1e5" in a corner.

@@ -1,8 +1,9 @@
 """A run directory (written by ``edge-rl learn``) read back as typed records.
 
-Only what the report shows is read: ``summary.json`` and ``metrics.csv``; anything
-missing or malformed is a ``RunDirError`` that names the file, so a person knows which
-of several run directories to look at.
+Only what the report shows is read: ``summary.json``, ``metrics.csv`` and, when the run
+wrote one, ``publishes.jsonl``; anything missing (but optional) or malformed is a
+``RunDirError`` that names the file, so a person knows which of several run directories
+to look at.
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class Publish:
+    """One line of ``publishes.jsonl``: a policy broadcast and what it cost on the wire."""
+
+    policy_version: int
+    env_steps: int
+    payload_bytes: int
+    compression: float | None  # network compression ratio; None without compression
+
+
+@dataclass(frozen=True)
 class SelectionPoint:
     """One greedy score of a published policy, placed on the run's env-step axis."""
 
@@ -69,6 +80,7 @@ class Run:
     path: Path
     summary: RunSummary
     metrics: Metrics
+    publishes: tuple[Publish, ...] = ()  # empty for runs from before publishes.jsonl
 
     @property
     def name(self) -> str:
@@ -106,7 +118,8 @@ def load_run(path: Path) -> Run:
     path = Path(path)
     if not path.is_dir():
         raise RunDirError(f"{path}: not a directory")
-    return Run(path, _load_summary(path / "summary.json"), _load_metrics(path / "metrics.csv"))
+    summary = _load_summary(path / "summary.json")
+    return Run(path, summary, _load_metrics(path / "metrics.csv"), _load_publishes(path))
 
 
 def _load_summary(file: Path) -> RunSummary:
@@ -142,6 +155,31 @@ def _load_summary(file: Path) -> RunSummary:
         )
     except (TypeError, ValueError, AttributeError) as e:
         raise RunDirError(f"{file}: malformed value ({e})") from None
+
+
+def _load_publishes(path: Path) -> tuple[Publish, ...]:
+    file = path / "publishes.jsonl"
+    if not file.is_file():
+        return ()
+    out = []
+    try:
+        lines = file.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{file}: not readable ({e})") from None
+    for n, line in enumerate(lines, 1):
+        try:
+            d = json.loads(line)
+            out.append(
+                Publish(
+                    int(d["policy_version"]),
+                    int(d["env_steps"]),
+                    int(d["payload_bytes"]),
+                    _opt(float, d.get("compression")),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise RunDirError(f"{file}, line {n}: malformed ({e})") from None
+    return tuple(out)
 
 
 def _opt(kind: type, value: Any) -> Any:

@@ -22,7 +22,7 @@ MakeRun = Callable[..., Path]
 
 @pytest.fixture
 def make_run(tmp_path) -> MakeRun:
-    """``make(name, precision=, seed=, scores=, final=, rows=) -> run dir`` under tmp_path.
+    """``make(name, precision=, seed=, scores=, final=, rows=, publishes=) -> run dir``.
 
     One metrics row per second, 100 env steps and a new policy version every 10 rows; the
     return climbs from -100 (nan for the first 5 rows, as before the first episode ends).
@@ -35,6 +35,7 @@ def make_run(tmp_path) -> MakeRun:
         scores: dict[int, float] | None = None,
         final: tuple[float | None, float | None] = (180.0, 12.5),
         rows: int = 60,
+        publishes: list[tuple[int, int, int, float | None]] | None = None,
     ) -> Path:
         run = tmp_path / name
         run.mkdir(parents=True)
@@ -61,6 +62,11 @@ def make_run(tmp_path) -> MakeRun:
                     "transitions_duplicate": 0, "ingest_queue_dropped": 0,
                     "fleet_state": "running", "epsilon": 0.1, "sigma": "",
                 })  # fmt: skip
+        if publishes is not None:  # (version, env_steps, payload_bytes, compression)
+            lines = [json.dumps({"policy_version": v, "learner_step": 0, "env_steps": e,
+                                 "payload_bytes": b, "model_bytes": 5120, "codec": "blocks",
+                                 "compression": c}) for v, e, b, c in publishes]  # fmt: skip
+            (run / "publishes.jsonl").write_text("\n".join(lines) + "\n")
         return run
 
     return make

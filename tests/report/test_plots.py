@@ -7,7 +7,9 @@ import pytest
 
 from edge_rl.report.plots import (
     PLOTS,
+    compression_over_training,
     final_return,
+    policy_bytes,
     return_vs_env_steps,
     return_vs_wall_time,
     selection_scores,
@@ -91,3 +93,23 @@ def test_final_return_bars_with_std(make_run):
 def test_plot_files_are_distinct():
     names = [p.filename for p in PLOTS]
     assert len(set(names)) == len(names) and all(n.endswith(".png") for n in names)
+
+
+def test_compression_plot_has_only_the_compressed_runs(make_run):
+    dense = load_run(make_run("dense", "fp32", publishes=[(1, 100, 250_000, None)]))
+    gst = load_run(make_run("gst", publishes=[(1, 100, 20_000, 0.69), (2, 200, 18_000, 0.75)]))
+    fig = compression_over_training([dense, gst])
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["gst (int8, seed 0)"]
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [69.0, 75.0])
+    assert compression_over_training([dense]) is None
+
+
+def test_policy_bytes_plot_totals_every_publish(make_run):
+    gst = load_run(make_run("gst", publishes=[(1, 100, 20_000, 0.69), (2, 200, 18_000, 0.75)]))
+    fig = policy_bytes([gst])
+    (line,) = fig.axes[0].get_lines()
+    np.testing.assert_allclose(line.get_ydata(), [20.0, 18.0])
+    assert line.get_label() == "gst (int8, seed 0): 0.04 MB in 2 publishes"
+    assert fig.axes[0].get_yscale() == "log"
+    assert policy_bytes([load_run(make_run("old"))]) is None

@@ -53,6 +53,18 @@ def test_no_selection_scores_no_selection_plot(make_run, tmp_path):
     assert "selection_scores.png" not in (out / "report.md").read_text()
 
 
+def test_compression_and_bytes_plots_when_runs_log_their_publishes(make_run, tmp_path):
+    pubs = [(v, 1000 * v, 90_000 - 5_000 * v, None) for v in range(1, 6)]
+    dense = make_run("dense", "fp32", publishes=pubs)
+    gst = make_run("gst", publishes=[(v, 1000 * v, 20_000, 0.69 + 0.01 * v) for v in range(1, 6)])
+    out = tmp_path / "report"
+    result = _report(str(dense), str(gst), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    plots = [p for p in ALL_PLOTS if p != "selection_scores.png"]
+    _check_report(out, result.output, ["dense", "gst"], [*plots, "compression.png",
+                                                         "policy_bytes.png"])  # fmt: skip
+
+
 def test_default_out_is_report_in_the_working_directory(make_run, tmp_path, monkeypatch):
     run = make_run("r")
     monkeypatch.chdir(tmp_path)
@@ -93,5 +105,6 @@ def test_report_on_a_real_tiny_run(tmp_path, mosquitto_available, cli, tiny_lear
     out = tmp_path / "report"
     proc = cli("report", str(run), "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    _check_report(out, proc.stdout, ["cartpole-tiny"], ALL_PLOTS)
+    # Every run logs its publishes: the bytes plot too (compression only when it is on).
+    _check_report(out, proc.stdout, ["cartpole-tiny"], [*ALL_PLOTS, "policy_bytes.png"])
     assert "| CartPole-v1 | dqn | int8 |" in (out / "report.md").read_text()

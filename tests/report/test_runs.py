@@ -101,6 +101,16 @@ def test_bad_run_directory_names_the_file(make_run, mutate, message):
     assert str(run) in str(info.value) and message in str(info.value)
 
 
+def test_publishes_are_read_and_a_bad_line_names_the_file_and_line(make_run):
+    run = make_run("pubs", publishes=[(1, 100, 20_000, 0.69), (2, 200, 18_000, None)])
+    assert [p.compression for p in load_run(run).publishes] == [0.69, None]
+    assert load_run(make_run("none")).publishes == ()
+    with open(run / "publishes.jsonl", "a") as f:
+        f.write('{"policy_version": 3}\n')
+    with pytest.raises(RunDirError, match="publishes.jsonl, line 3"):
+        load_run(run)
+
+
 def test_not_a_directory(tmp_path):
     with pytest.raises(RunDirError, match="not a directory"):
         load_run(tmp_path / "nowhere")

@@ -1,0 +1,174 @@
+#!/usr/bin/env python
+"""Dense vs iterative pruning vs GST: return, compression over training, bytes on the wire.
+
+    .venv/bin/python benchmarks/gst.py --config examples/halfcheetah_td3.yaml   # ~80 min
+    .venv/bin/python benchmarks/gst.py --config examples/cartpole_dqn.yaml      # ~6 min
+    .venv/bin/python benchmarks/gst.py --config examples/cartpole_dqn.yaml --quick
+
+One `edge-rl learn` per arm, same config and seed, all arms of a seed at the same time (on
+a shared machine each gets the same share of the CPU, so wall times compare too):
+
+    dense      fp32 actors, no compression, codec zlib: the uncompressed system
+    iterative  int8, gradual magnitude pruning (Zhu & Gupta 2017), codec blocks
+    gst        int8, group-sparse training (Lee et al. 2021), codec blocks
+
+int8 weights per tensor in the compressed arms, so that circulant blocks stay circulant in
+int8 (docs/gst.md). Each arm's run directory is kept under --out; --reuse prints the table
+from run directories that already have a summary.json. Prints a markdown table; --plots
+DIR writes `edge-rl report`'s PNGs and report.md for the arms (return, compression and
+payload bytes over training).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import md_table  # noqa: E402
+
+EDGE_RL = str(Path(sys.executable).parent / "edge-rl")  # the venv's console script
+ARMS = {
+    "dense": ["--set", "export.precision=fp32", "--set", "export.codec=zlib"],
+    "iterative": ["--set", "compression.method=iterative", "--set", "export.codec=blocks",
+                  "--set", "export.per_channel=false"],
+    "gst": ["--set", "compression.method=gst", "--set", "export.codec=blocks",
+            "--set", "export.per_channel=false"],
+}  # fmt: skip
+QUICK = [
+    "--fleet", "2", "--board", "rpi5",
+    "--set", "total_env_steps=3000", "--set", "learning_starts=500",
+    "--set", "export.every_updates=200", "--set", "eval_episodes=2",
+    "--set", "select_every=0", "--set", "compression.prune_every=100",
+    "--set", "compression.window=2", "--set", "export.calibration_size=100",
+    "--set", "export.parity_size=100",
+]  # fmt: skip
+
+
+def run_arms(args: argparse.Namespace, seed: int) -> dict[str, Path]:
+    dirs = {arm: args.out / f"{arm}-s{seed}" for arm in args.arms}
+    procs = []
+    for arm, d in dirs.items():
+        if args.reuse and (d / "summary.json").exists():
+            continue
+        d.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            EDGE_RL,
+            "learn",
+            "--config",
+            str(args.config),
+            "--out",
+            str(d),
+            "--seed",
+            str(seed),
+            *ARMS[arm],
+            *(QUICK if args.quick else []),
+        ]
+        for kv in args.set:
+            cmd += ["--set", kv]
+        log = open(d / "benchmark.log", "w")  # noqa: SIM115 - closed below
+        procs.append((arm, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+        print(f"started {arm} seed {seed}: {d}", flush=True)
+    t0 = time.monotonic()
+    while any(p.poll() is None for _, p, _ in procs):
+        time.sleep(30)
+        done = [json.loads(r) for r in _tail_rows(dirs)]
+        print(f"  {time.monotonic() - t0:6.0f} s  " + "  ".join(done), flush=True)
+    for arm, p, log in procs:
+        log.close()
+        if p.returncode:
+            raise SystemExit(f"{arm} seed {seed} failed (exit {p.returncode}): {dirs[arm]}")
+    return dirs
+
+
+def _tail_rows(dirs: dict[str, Path]) -> list[str]:
+    """Progress: each arm's last env_steps from its metrics.csv."""
+    out = []
+    for arm, d in dirs.items():
+        lines = (d / "metrics.csv").read_text().splitlines() if (d / "metrics.csv").exists() else []
+        out.append(json.dumps(f"{arm}: {lines[-1].split(',')[1] if len(lines) > 1 else 0}"))
+    return out
+
+
+def publishes(d: Path) -> list[dict]:
+    path = d / "publishes.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def row(arm: str, d: Path, dense: dict | None) -> list:
+    s = json.loads((d / "summary.json").read_text())
+    comp = s.get("compression") or {}
+    pubs = publishes(d)
+    total = s.get("policy_bytes_total") or sum(p["payload_bytes"] for p in pubs)
+    final = s.get("policy_payload_bytes") or 0
+    mean = total / max(1, len(pubs))
+    vs = lambda ref, x: f"{ref / x:.1f}×" if ref and x else "-"  # noqa: E731
+    ret = s["final_eval_return"]
+    return [
+        arm,
+        s["seed"],
+        f"{ret:,.1f} ± {s['final_eval_return_std']:,.1f}" if ret is not None else "-",
+        f"{100 * comp.get('average_ratio', 0.0):.1f}",
+        f"{100 * comp.get('final_ratio', 0.0):.1f}",
+        f"{total / 1e3:,.0f}",
+        len(pubs),
+        f"{mean / 1e3:,.1f}",
+        f"{final / 1e3:,.1f}",
+        vs(dense and dense["total"], total),
+        vs(dense and dense["final"], final),
+        s.get("exports_failed", 0),
+        f"{s['wall_s']:,.0f}",
+    ]
+
+
+HEADERS = ["arm", "seed", "final return (10 ep.)", "avg compression %", "final compression %",
+           "bytes sent (KB)", "publishes", "KB/publish", "final payload (KB)",
+           "total vs dense", "final vs dense", "exports failed", "wall s"]  # fmt: skip
+
+
+def table(all_dirs: list[dict[str, Path]]) -> str:
+    rows = []
+    for dirs in all_dirs:
+        dense = None
+        if "dense" in dirs:
+            s = json.loads((dirs["dense"] / "summary.json").read_text())
+            dense = {"total": s.get("policy_bytes_total"), "final": s.get("policy_payload_bytes")}
+        rows += [row(arm, d, dense) for arm, d in dirs.items()]
+    return md_table(HEADERS, rows)
+
+
+def plots(all_dirs: list[dict[str, Path]], out: Path) -> None:
+    """`edge-rl report` on every arm: return, compression and bytes over training, PNGs."""
+    from edge_rl.report.runs import load_run
+    from edge_rl.report.write import write_report
+
+    runs = [load_run(d) for dirs in all_dirs for d in dirs.values()]
+    for path in write_report(runs, out):
+        print(f"wrote {path}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--out", type=Path, default=None, help="default runs/gst-<config stem>")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--quick", action="store_true", help="tiny budget smoke run (~1 min)")
+    p.add_argument("--reuse", action="store_true", help="skip arms that have a summary.json")
+    p.add_argument("--plots", type=Path, default=None, help="directory for the PNGs")
+    args = p.parse_args()
+    args.out = args.out or Path("runs") / f"gst-{args.config.stem}{'-quick' if args.quick else ''}"
+    all_dirs = [run_arms(args, seed) for seed in args.seeds]
+    print(f"\n{args.config} (" + " ".join(args.set) + ")\n")
+    print(table(all_dirs))
+    if args.plots:
+        plots(all_dirs, args.plots)
+
+
+if __name__ == "__main__":
+    main()
