@@ -114,6 +114,7 @@ def row(arm: str, d: Path, dense: dict | None) -> list:
         f"{ret:,.1f} ± {s['final_eval_return_std']:,.1f}" if ret is not None else "-",
         f"{100 * comp.get('average_ratio', 0.0):.1f}",
         f"{100 * comp.get('final_ratio', 0.0):.1f}",
+        f"{100 * (pubs[-1]['compression'] or 0.0):.1f}" if pubs else "-",
         f"{total / 1e3:,.0f}",
         len(pubs),
         f"{mean / 1e3:,.1f}",
@@ -126,6 +127,7 @@ def row(arm: str, d: Path, dense: dict | None) -> list:
 
 
 HEADERS = ["arm", "seed", "final return (10 ep.)", "avg compression %", "final compression %",
+           "deployed compression %",
            "bytes sent (KB)", "publishes", "KB/publish", "final payload (KB)",
            "total vs dense", "final vs dense", "exports failed", "wall s"]  # fmt: skip
 
