@@ -15,6 +15,13 @@ from edge_rl.specs import EnvSpec
 ActorState = Literal["starting", "running", "paused", "stopped", "offline"]
 RunState = Literal["running", "paused", "stopped"]
 
+# Runtime breakdown of an actor (docs/protocol.md §5.1): seconds since ActorNode.run began.
+# The control loop's buckets partition its wall time, so they add up to "wall"; the policy
+# loader's run on the PolicySlot thread, alongside the loop, and are reported apart.
+ACTOR_LOOP_BUCKETS = ("env_step", "inference", "exploration", "publish", "emulation", "idle")
+ACTOR_LOADER_BUCKETS = ("policy_receive", "model_load")
+BREAKDOWN_KEYS = frozenset((*ACTOR_LOOP_BUCKETS, *ACTOR_LOADER_BUCKETS, "wall"))
+
 
 @dataclass(frozen=True)
 class TransitionBatch:
@@ -108,6 +115,8 @@ class ActorStatus:
     env_steps_per_s: float = 0.0
     recent_return: float | None = None
     time_unix: float = 0.0
+    # Seconds per bucket (keys in BREAKDOWN_KEYS); empty from actors that predate it.
+    breakdown: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@
 
 Loading (decode, version check, decompress, sha256, interpreter construction and
 ``allocate_tensors``) runs on the slot's own thread; only the newest offered payload is
-kept, so a burst of publishes costs one load.
+kept, so a burst of publishes costs one load. ``receive_seconds`` and ``load_seconds`` add
+up that thread's work over every payload, rejected ones included (the runtime breakdown).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class PolicySlot:
         self.current: LoadedPolicy | None = None
         self.rejected: Counter[str] = Counter()
         self.loaded = 0
+        self.receive_seconds = 0.0  # decode + verify + decompress, every payload
+        self.load_seconds = 0.0  # interpreter construction + allocate_tensors, every attempt
         self._pending: bytes | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -98,6 +101,19 @@ class PolicySlot:
     def load(self, payload: bytes) -> LoadedPolicy:
         """Verify and load one bundle; raises ``CodecError`` for anything not to run."""
         t0 = time.perf_counter()
+        try:
+            m, model = self._verify(payload)
+        finally:  # a rejected payload cost receive time too
+            t1 = time.perf_counter()
+            self.receive_seconds += t1 - t0
+        try:
+            runner = TFLitePolicy(model, num_threads=self.num_threads, runtime=self.runtime)
+        finally:
+            self.load_seconds += time.perf_counter() - t1
+        return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)
+
+    def _verify(self, payload: bytes) -> tuple[PolicyManifest, bytes]:
+        """Decode, check version and spec, decompress and hash: the manifest and model."""
         bundle = decode_policy(payload, max_bytes=self.max_model_bytes + 64 * 1024)
         m = bundle.manifest
         if m.policy_version <= self.version:
@@ -109,10 +125,4 @@ class PolicySlot:
         model = decompress_model(bundle.payload, m.codec, self.max_model_bytes)
         if len(model) != m.model_size or hashlib.sha256(model).hexdigest() != m.model_sha256:
             raise CodecError("bad_hash", "model bytes do not match the manifest's sha256/size")
-        t1 = time.perf_counter()
-        runner = TFLitePolicy(
-            model,
-            num_threads=self.num_threads,
-            runtime=self.runtime,
-        )
-        return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)
+        return m, model

@@ -13,6 +13,11 @@ its env-step count is below the credit the learner granted it (flow control; wai
 ships what it has batched so the learner can grant more). A ``stopped`` seen after
 running flushes everything, publishes a final status and returns; a ``stopped`` left over
 from an earlier run (the first control seen) just waits.
+
+Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
+since ``run()`` began into env_step / inference / exploration / publish / emulation / idle,
+one lap after each piece; they add up to its ``wall``. The policy slot's thread accounts
+policy_receive and model_load itself. Every status carries both.
 """
 
 from __future__ import annotations
@@ -32,10 +37,11 @@ from edge_rl.edge.envs import make_env
 from edge_rl.edge.exploration import epsilon_greedy, gaussian, random_action
 from edge_rl.edge.policy_slot import PolicySlot
 from edge_rl.specs import EnvSpec
+from edge_rl.telemetry.breakdown import LapClock
 from edge_rl.transport import codec
 from edge_rl.transport.mqtt import MqttTransport
 from edge_rl.transport.topics import Topics
-from edge_rl.types import ActorState, ActorStatus, TransitionBatch
+from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorState, ActorStatus, TransitionBatch
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,7 @@ class ActorNode:
         self.control_rejected = self.oversize_dropped = 0
         self.steps_per_s = 0.0
         self._returns: deque[float] = deque(maxlen=20)
+        self.clock = LapClock(ACTOR_LOOP_BUCKETS)  # restarted when run() begins
         self.transport = MqttTransport(
             opts.broker,
             client_id=f"actor-{opts.actor_id}",
@@ -110,6 +117,7 @@ class ActorNode:
     # --- the loop ---------------------------------------------------------------------
 
     def run(self) -> None:
+        self.clock.restart()  # the breakdown's wall time starts here
         self.transport.start()
         self.slot.start()
         if not self.transport.wait_connected(30):
@@ -120,7 +128,10 @@ class ActorNode:
             self._shutdown()
 
     def _loop(self) -> None:
+        lap = self.clock.lap  # each lap charges the time since the previous one
+        lap("idle")  # connecting to the broker, starting the policy slot
         obs, _ = self.env.reset(seed=self.opts.seed)
+        lap("env_step")
         ep_return, next_status, rate_t, rate_steps = 0.0, 0.0, time.monotonic(), 0
         while self.run_state != "stopped":
             now = time.monotonic()
@@ -130,33 +141,43 @@ class ActorNode:
                 self._publish_status(self._state())
                 next_status = now + self.board.status_interval_s
             if self._state() != "running":  # paused, out of credit, or no learner yet
+                lap("idle")  # status, bookkeeping, and the last sleep
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
+                lap("publish")
                 time.sleep(0.01)
                 continue
+            lap("idle")  # status and loop bookkeeping since the last step
             self._ran = True
             policy = self.slot.current  # one read: the swap point between two steps
-            t0 = time.perf_counter()
+            out = None if policy is None else policy.runner(obs)
+            compute = lap("inference")
             if policy is None:
                 version, action = 0, random_action(self.spec, self.rng)
             else:
                 version = policy.manifest.policy_version
-                action = self._explore(policy.runner(obs), policy.manifest.exploration)
+                action = self._explore(out, policy.manifest.exploration)
+            compute += lap("exploration")
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            self.throttle.charge(time.perf_counter() - t0)  # inference + env step
+            compute += lap("env_step")
+            if self.throttle.factor:
+                self.throttle.charge(compute)  # a slower board's inference + env step
+                lap("emulation")
             self.env_steps += 1
             ep_return += float(reward)
             self._ship(
                 self.batcher.add(version, obs, action, reward, next_obs, terminated, truncated)
             )
+            if self.batcher.ready():
+                self._ship(self.batcher.take())
+            lap("publish")
             if terminated or truncated:
                 self.episodes += 1
                 self._returns.append(ep_return)
                 ep_return = 0.0
                 obs, _ = self.env.reset()
+                lap("env_step")
             else:
                 obs = next_obs
-            if self.batcher.ready():
-                self._ship(self.batcher.take())
             if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
                 break
 
@@ -194,12 +215,17 @@ class ActorNode:
 
     def _shutdown(self) -> None:
         """Flush what is batched and spooled (bounded wait), say goodbye, disconnect."""
+        lap = self.clock.lap
+        lap("idle")
         self._ship(self.batcher.take())
+        lap("publish")
         deadline = time.monotonic() + 10
         while len(self.spool) and time.monotonic() < deadline:
             time.sleep(0.05)
+            lap("idle")
             self._ship(None)
-        self._publish_status("stopped", wait=5.0)
+            lap("publish")
+        self._publish_status("stopped", wait=5.0)  # its breakdown ends at the last lap
         self.slot.stop()
         self.transport.stop()
         self.env.close()
@@ -229,7 +255,20 @@ class ActorNode:
             env_steps_per_s=round(self.steps_per_s, 1),
             recent_return=float(np.mean(self._returns)) if self._returns else None,
             time_unix=time.time(),
+            breakdown=self._breakdown(),
         )
+
+    def _breakdown(self) -> dict[str, float]:
+        """The loop's buckets (adding up to ``wall``) and the policy slot thread's work;
+        none before the loop's first lap (the last will, the status on connect)."""
+        loop = self.clock.totals()
+        if loop["wall"] == 0.0:
+            return {}
+        return {
+            **loop,
+            "policy_receive": round(self.slot.receive_seconds, 6),
+            "model_load": round(self.slot.load_seconds, 6),
+        }
 
     def _publish_status(self, state: ActorState, wait: float = 0.0) -> None:
         payload = codec.encode_status(self._status(state))

@@ -6,6 +6,8 @@ summary = node.run()          # until total_env_steps transitions have been rece
 threads:  paho network  --(bounded queue)-->  ingest: decode, validate, dedup, replay.add
           main: update at the replay ratio; every K updates export int8 -> parity -> publish
                 flow control (pause the fleet when updates fall behind); progress + logs
+          exporter: conversion, parity, publish and scoring, while training goes on
+Each thread's wall time is split into buckets by its own LapClock (telemetry/breakdown.py).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from edge_rl.edge.evaluate import evaluate
 from edge_rl.nodes.algos import make_algo
 from edge_rl.nodes.credit import CreditLedger
 from edge_rl.nodes.publisher import PolicyPublisher, Published, snapshot
+from edge_rl.nodes.summary import run_summary
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.replay.ingest import Ingest
 from edge_rl.specs import EnvSpec
+from edge_rl.telemetry import breakdown
 from edge_rl.telemetry.logs import MetricsLog, write_json_atomic
 from edge_rl.telemetry.progress import LiveView
 from edge_rl.transport import codec
@@ -86,6 +90,9 @@ class LearnerNode:
         self.inbox: queue.Queue[tuple[str, bytes]] = queue.Queue(cfg.transport.ingest_queue)
         self.inbox_dropped = 0
         self.actors: dict[str, ActorStatus] = {}
+        # The last runtime breakdown of each actor: kept apart because the last will says
+        # "offline" without one (it is made before the actor starts).
+        self.breakdowns: dict[str, dict[str, float]] = {}
         self.status_rejected = 0
         self.broker_dropped = 0  # $SYS counter of the whole broker, when it publishes one
         self.fleet_state: RunState = "running"
@@ -100,6 +107,8 @@ class LearnerNode:
         self.policy_bytes_total = 0  # payload bytes of every policy published (per subscriber)
         self.publishes = 0
         self._compression_of: dict[int, float] = {}  # policy version -> compression ratio
+        self._clocks = breakdown.learner_clocks()  # per thread: main, ingest, exporter
+        self._clock = self._clocks["main"]
         self.transport = MqttTransport(
             broker_url,
             client_id=f"learner-{cfg.run}",
@@ -129,6 +138,8 @@ class LearnerNode:
                 return
             if status.actor_id == self.topics.actor_of(topic):
                 self.actors[status.actor_id] = status
+                if status.breakdown:
+                    self.breakdowns[status.actor_id] = status.breakdown
             else:
                 self.status_rejected += 1
         elif topic == SYS_DROPPED:
@@ -177,14 +188,17 @@ class LearnerNode:
         return ControlMessage("running", credits=credits, default_credit=0)
 
     def _ingest_loop(self) -> None:
+        lap = self._clocks["ingest"].lap
         while not (self._stop.is_set() and self.inbox.empty()):
             try:
                 topic, payload = self.inbox.get(timeout=0.05)
             except queue.Empty:
                 continue
+            lap("idle")
             if self.ingest.handle(topic, payload):
                 if self.env_steps >= self.cfg.total_env_steps and self.fleet_state != "stopped":
                     self._send_control("stopped")  # at once, next to the data
+            lap("ingest")
 
     # --- main thread ----------------------------------------------------------------
 
@@ -196,6 +210,8 @@ class LearnerNode:
         return int(self.cfg.replay_ratio * max(0, self.env_steps - self.cfg.learning_starts))
 
     def run(self) -> dict[str, Any]:
+        for clock in self._clocks.values():  # every thread's wall time starts here
+            clock.restart()
         self.agent.compile()  # trace before any data flows: tracing holds the GIL for seconds
         self.transport.start()
         if not self.transport.wait_connected(15):
@@ -207,6 +223,7 @@ class LearnerNode:
         ingest.start()
         self._send_control("running")
         log_ = MetricsLog(self.run_dir, METRICS)
+        self._clock.lap("setup")
         self._t0 = time.monotonic()
         self._rate = (self._t0, 0)
         try:
@@ -220,7 +237,9 @@ class LearnerNode:
                 if self.fleet_state != "stopped" and not self._fleet_alive():
                     raise RuntimeError("every fleet actor process has exited; see fleet logs")
             self._send_control("stopped")  # (the ingest thread usually did already)
+            self._clock.lap("other")
             self._wait_for_actors(timeout=15)
+            self._clock.lap("idle")
             while self.agent.updates < self._target_updates():  # pay the replay ratio in full
                 self._train_for(0.5)
             self._export_and_publish(wait=True)
@@ -235,16 +254,20 @@ class LearnerNode:
             log_.close()
         summary = self._summary()
         write_json_atomic(self.run_dir / "summary.json", summary)
+        breakdown.write_report(self.run_dir, summary["runtime_breakdown"])
         self.transport.stop()
         return summary
 
     def _train_for(self, seconds: float) -> None:
+        self._clock.lap("other")  # what the main thread did since its last lap: control, ticks
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.agent.updates >= self._target_updates() or len(self.replay) == 0:
                 time.sleep(0.002)
+                self._clock.lap("idle")
                 return
             self._metrics = self.agent.update(self.replay)
+            self._clock.lap("updates")
 
     def _feed_returns(self) -> None:
         """GST's reward-aware controller follows the fleet's episode returns."""
@@ -269,10 +292,13 @@ class LearnerNode:
         self._last_export_updates = self.agent.updates
         if len(self.replay) < 20:
             return
+        lap = self._clock.lap
+        lap("other")
         if self._export_job is not None and not self._export_job.done():
             if not wait:
                 return
             self._export_job.result()
+            lap("idle")
         args = (
             snapshot(self.agent.policy_network),
             self.version + 1,
@@ -280,10 +306,12 @@ class LearnerNode:
             self.agent.exploration(self.env_steps),
             self._compression(),  # of the snapshot: the compressor changes only here
         )
+        lap("export")  # the snapshot
         if wait:
-            self._export_job_body(*args)
+            self._export_job_body(*args, clock=self._clock)
         else:
-            self._export_job = self._exporter.submit(self._export_job_body, *args)
+            clock = self._clocks["exporter"]
+            self._export_job = self._exporter.submit(self._export_job_body, *args, clock=clock)
 
     def _export_job_body(
         self,
@@ -292,18 +320,25 @@ class LearnerNode:
         step: int,
         exploration: dict[str, float],
         compression: float,
+        *,
+        clock: breakdown.LapClock,  # of the thread this runs on
     ) -> None:
+        clock.lap("idle")  # waiting for this job (on the main thread: ~0, it just lapped)
         try:
             published = self.publisher.export(self.agent, model, version, step, exploration)
         except Exception:  # noqa: BLE001 - a failed export must not end the run
+            published = None
             self.publisher.failed += 1
             log.exception("export v%d failed", version)
-            return
+        clock.lap("export")
         if published is not None and self._publish(published):
             self._log_publish(published, compression)
+            clock.lap("publish")
             every = self.cfg.select_every
             if every and version % every == 0:
                 self._score(published)
+                clock.lap("evaluate")
+        clock.lap("publish")  # a refused publish, if any
 
     def _publish(self, published: Published) -> bool:
         version = published.bundle.manifest.policy_version
@@ -375,11 +410,14 @@ class LearnerNode:
         score = self.selection_scores.get(v_last)
         if score is None:
             score = self._score(last)
+            self._clock.lap("evaluate")
         best, best_score = self._best  # set: the last one has been scored at least
         if best is last or best_score <= score:
             return
         again = self.publisher.reversion(best, self.version + 1)
-        if self._publish(again):
+        published = self._publish(again)
+        self._clock.lap("publish")
+        if published:
             self.deployed_from = best.bundle.manifest.policy_version
             self._log_publish(again, self._compression_of.get(self.deployed_from, math.nan))
             log.info(
@@ -441,8 +479,8 @@ class LearnerNode:
         }
 
     def _summary(self) -> dict[str, Any]:
-        s = self.ingest.stats
         result = None
+        self._clock.lap("other")
         if self._published is not None:
             result = evaluate(
                 self._published.model,
@@ -451,47 +489,5 @@ class LearnerNode:
                 manifest=self._published.bundle.manifest,
                 seed=self.cfg.seed + 10_000,
             )
-        p = self._published
-        return {
-            "env_id": self.cfg.env_id,
-            "algo": self.cfg.algo,
-            "seed": self.cfg.seed,
-            "env_steps": s.transitions,
-            "episodes": s.episodes,
-            "updates": self.agent.updates,
-            "wall_s": round(time.monotonic() - self._t0, 2),
-            "final_eval_return": result.mean if result else None,
-            "final_eval_return_std": result.std if result else None,
-            "eval_episodes": len(result.returns) if result else 0,
-            "eval_runtime": "litert",
-            "policy_version": self.version,
-            "deployed_weights_of_version": self.deployed_from or self.version,
-            "selection_scores": self.selection_scores,
-            "policy_precision": self.cfg.export.precision,
-            "policy_model_bytes": len(p.model) if p else None,
-            "policy_payload_bytes": len(p.payload) if p else None,
-            "policy_codec": self.cfg.export.codec,
-            "policy_bytes_total": self.policy_bytes_total,
-            "publishes": self.publishes,
-            "compression": self.agent.compressor and self.agent.compressor.summary(),
-            "parity": p.parity if p else None,
-            "last_export_seconds": round(p.export_seconds, 3) if p else None,
-            "exports_failed": self.publisher.failed,
-            "transitions_received": s.transitions,
-            "transitions_rejected": s.rejected_transitions,
-            "transitions_duplicate": s.duplicate_transitions,
-            "batches_rejected": dict(s.rejected),
-            "batches_missing": self.ingest.missing_batches,
-            "ingest_queue_dropped": self.inbox_dropped,
-            "broker_dropped_messages": self.broker_dropped,
-            "status_rejected": self.status_rejected,
-            "actors": {
-                a.actor_id: {
-                    "state": a.state,
-                    "env_steps": a.env_steps,
-                    "transitions_sent": a.transitions_sent,
-                    "policy_version": a.policy_version,
-                }
-                for a in self.actors.values()
-            },
-        }
+        self._clock.lap("evaluate")  # the main thread's breakdown ends here
+        return run_summary(self, result)

@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edge_rl.types import ActorStatus
+from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorStatus
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _stats(row: dict[str, Any]) -> Table:
 
 def _actors(actors: dict[str, ActorStatus]) -> Table:
     t = Table(title="actors", box=None, header_style="bold")
-    for c in ("id", "state", "board", "policy", "env steps", "steps/s", "recent return"):
+    for c in ("id", "state", "board", "policy", "env steps", "steps/s", "recent return", _SHARES):
         t.add_column(c, justify="right")
     for a in sorted(actors.values(), key=lambda s: s.actor_id):
         t.add_row(
@@ -97,5 +97,17 @@ def _actors(actors: dict[str, ActorStatus]) -> Table:
             str(a.env_steps),
             f"{a.env_steps_per_s:.0f}",
             _fmt(a.recent_return),
+            _shares(a.breakdown),
         )
     return t
+
+
+# The loop's runtime breakdown as % of its wall time (docs/protocol.md §5.1).
+_SHARES = "% env/inf/expl/pub/emu/idle"
+
+
+def _shares(breakdown: dict[str, float]) -> str:
+    wall = breakdown.get("wall", 0.0)
+    if wall <= 0:
+        return "-"
+    return "/".join(f"{100 * breakdown.get(k, 0.0) / wall:.0f}" for k in ACTOR_LOOP_BUCKETS)

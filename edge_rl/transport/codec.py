@@ -24,6 +24,7 @@ import numpy as np
 
 from edge_rl.specs import EnvSpec
 from edge_rl.types import (
+    BREAKDOWN_KEYS,
     ActorStatus,
     ControlMessage,
     PolicyBundle,
@@ -329,10 +330,27 @@ def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
 
 def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
     header, _ = _unpack(data, MAGIC_STATUS, max_bytes)
+    fields = _known(ActorStatus, header)
+    if "breakdown" in fields:  # optional: older actors do not send it
+        fields["breakdown"] = _breakdown(fields["breakdown"])
     try:
-        return ActorStatus(**_known(ActorStatus, header))
+        return ActorStatus(**fields)
     except TypeError as e:
         raise CodecError("bad_header", f"status: {e}") from None
+
+
+def _breakdown(d: Any) -> dict[str, float]:
+    """Seconds per bucket: known keys, finite numbers >= 0 (JSON cannot carry NaN here, but
+    a header may still hold strings, booleans, negatives or 1e999, which parses as inf)."""
+    if not isinstance(d, dict):
+        raise CodecError("bad_header", "status breakdown must be an object")
+    unknown = set(d) - BREAKDOWN_KEYS
+    if unknown:
+        raise CodecError("bad_header", f"status breakdown: unknown keys {sorted(unknown)}")
+    for k, v in d.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise CodecError("bad_header", f"status breakdown {k!r}: {v!r} is not seconds >= 0")
+    return {k: float(v) for k, v in d.items()}
 
 
 def encode_control(msg: ControlMessage) -> bytes:
