@@ -75,6 +75,38 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
+class EnergyConfig:
+    """Energy and carbon of a run (edge_rl.telemetry: carbon.py on the host, energy.py for the
+    fleet's boards). Offline: nothing is fetched at run time."""
+
+    enabled: bool = True  # measure the learner host with codecarbon (the fleet model always runs)
+    # Where the learner host draws its power: ISO 3166-1 alpha-3 (codecarbon's energy-mix data
+    # has ~200 countries), and optionally a region it has data for (US states, Canadian
+    # provinces, e.g. "california"). Its grid intensity also prices the fleet's energy.
+    country_iso_code: str = "USA"
+    region: str | None = None
+    # g CO2e/kWh, used only when codecarbon or its data cannot be loaded (not installed).
+    carbon_intensity_g_per_kwh: float | None = None
+    # codecarbon's scope: "process" is the `edge-rl learn` process and its children (the
+    # embedded broker, a simulated fleet); "machine" is everything on the host.
+    tracking_mode: str = "process"
+
+    def __post_init__(self) -> None:
+        code = self.country_iso_code
+        if not (len(code) == 3 and code.isascii() and code.isalpha() and code.isupper()):
+            raise ValueError(f"energy.country_iso_code must be 3 capital letters: {code!r}")
+        if self.region is not None and not self.region.strip():
+            raise ValueError("energy.region must be a name or null")
+        intensity = self.carbon_intensity_g_per_kwh
+        if intensity is not None and not 0.0 <= intensity <= 2000.0:
+            raise ValueError(f"energy.carbon_intensity_g_per_kwh must be in [0, 2000]: {intensity}")
+        if self.tracking_mode not in ("process", "machine"):
+            raise ValueError(
+                f"energy.tracking_mode: process or machine, not {self.tracking_mode!r}"
+            )
+
+
+@dataclass(frozen=True)
 class RunConfig:
     env_id: str
     algo: str = "dqn"
@@ -105,6 +137,7 @@ class RunConfig:
     transport: TransportConfig = field(default_factory=TransportConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
+    energy: EnergyConfig = field(default_factory=EnergyConfig)
 
     def __post_init__(self) -> None:
         if self.algo not in ("dqn", "td3"):

@@ -26,6 +26,28 @@ class Emulation:
 
 
 @dataclass(frozen=True)
+class Power:
+    """Whole-board electrical power, for the fleet's energy estimate (edge_rl.telemetry.energy).
+
+    ``idle_w``: booted, nothing running. ``busy_w``: all cores under a CPU stress test, so an
+    actor's busy seconds are charged at an upper bound (one actor uses one core; see
+    docs/fleet.md). ``source`` says where the figures come from: a URL, or "measured: ...".
+    """
+
+    idle_w: float
+    busy_w: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.idle_w <= self.busy_w <= 1000.0:
+            raise ValueError(
+                f"power needs 0 < idle_w <= busy_w <= 1000 W, got {self.idle_w}, {self.busy_w}"
+            )
+        if not self.source.strip():
+            raise ValueError("power.source must say where the figures come from")
+
+
+@dataclass(frozen=True)
 class BoardConfig:
     board: str
     runtime: str = "ai_edge_litert"  # or "tflite_runtime" (falls back automatically)
@@ -39,6 +61,7 @@ class BoardConfig:
     status_interval_s: float = 1.0
     max_policy_bytes: int = 8_000_000  # largest decompressed model accepted
     emulation: Emulation = field(default_factory=Emulation)
+    power: Power | None = None  # no figures: the fleet's energy leaves this board out
 
     def __post_init__(self) -> None:
         if self.runtime not in ("ai_edge_litert", "tflite_runtime"):

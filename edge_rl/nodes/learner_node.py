@@ -34,6 +34,7 @@ from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.replay.ingest import Ingest
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry import breakdown
+from edge_rl.telemetry.carbon import HostCarbon
 from edge_rl.telemetry.logs import MetricsLog, write_json_atomic
 from edge_rl.telemetry.progress import LiveView
 from edge_rl.transport import codec
@@ -109,6 +110,7 @@ class LearnerNode:
         self._compression_of: dict[int, float] = {}  # policy version -> compression ratio
         self._clocks = breakdown.learner_clocks()  # per thread: main, ingest, exporter
         self._clock = self._clocks["main"]
+        self.carbon = HostCarbon(cfg.energy, run_dir)  # fails here on an unknown country
         self.transport = MqttTransport(
             broker_url,
             client_id=f"learner-{cfg.run}",
@@ -212,6 +214,7 @@ class LearnerNode:
     def run(self) -> dict[str, Any]:
         for clock in self._clocks.values():  # every thread's wall time starts here
             clock.restart()
+        self.carbon.start()  # codecarbon, until the summary: the whole run is measured
         self.agent.compile()  # trace before any data flows: tracing holds the GIL for seconds
         self.transport.start()
         if not self.transport.wait_connected(15):
@@ -490,4 +493,5 @@ class LearnerNode:
                 seed=self.cfg.seed + 10_000,
             )
         self._clock.lap("evaluate")  # the main thread's breakdown ends here
+        self.carbon.stop()
         return run_summary(self, result)

@@ -7,9 +7,12 @@ and ``edge-rl report`` read), not part of the node's data flow.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_rl.telemetry import breakdown
+from edge_rl.edge.board import BoardConfig, Power, load_board
+from edge_rl.fleet.fleet import board_file
+from edge_rl.telemetry import breakdown, energy
 
 if TYPE_CHECKING:
     from edge_rl.edge.evaluate import EvalResult
@@ -63,4 +66,43 @@ def run_summary(node: LearnerNode, result: EvalResult | None) -> dict[str, Any]:
             for a in node.actors.values()
         },
         "runtime_breakdown": breakdown.runtime_breakdown(node._clocks, node.breakdowns),
+        "energy": energy_summary(node),
     }
+
+
+def energy_summary(node: LearnerNode) -> dict[str, Any]:
+    """The learner host as codecarbon measured it; each actor's board from its power model,
+    looked up by the board name in its status (a real fleet may mix boards), falling back to
+    the run's ``fleet.board`` for an actor that reported none."""
+    cfg = node.cfg
+    fleet_board = _board(board_file(cfg.fleet.board))
+    default = fleet_board.board if fleet_board else cfg.fleet.board
+    boards = {a: getattr(node.actors.get(a), "board", "") or default for a in node.breakdowns}
+    powers: dict[str, Power | None] = {}
+    for name in set(boards.values()):
+        b = fleet_board if fleet_board and fleet_board.board == name else _board_named(name)
+        powers[name] = b.power if b else None
+    return energy.energy_block(
+        node.carbon.stop(),
+        energy.fleet_energy(node.breakdowns, boards, powers),
+        default,
+        fleet_board.power if fleet_board else None,
+        node.carbon.intensity,
+        cfg.energy.country_iso_code,
+        cfg.energy.region,
+    )
+
+
+def _board_named(name: str) -> BoardConfig | None:
+    """``firmware_configs/<name>.yaml``; the name comes from an actor's status, so it is
+    never taken as a path."""
+    if not name.replace("-", "").replace("_", "").isalnum():
+        return None
+    return _board(board_file(name))
+
+
+def _board(path: Path) -> BoardConfig | None:
+    try:
+        return load_board(path)
+    except (FileNotFoundError, ValueError):
+        return None

@@ -1,0 +1,216 @@
+"""The learner host's energy, measured offline by codecarbon, and the grid's carbon intensity.
+
+    host = HostCarbon(cfg.energy, run_dir)   # looks up the intensity; fails on an unknown country
+    host.start()                             # LearnerNode.run() begins
+    ...                                      # training, exports, the final evaluation
+    energy = host.stop()                     # HostEnergy; never raises: a failure says why
+    host.intensity                           # CarbonIntensity: g CO2e/kWh and its source
+
+codecarbon is imported in these calls only (not on boards, not at import time). Offline: its
+``OfflineEmissionsTracker`` reads the country's energy mix from files it ships, and we turn
+every output off (no ``emissions.csv``, no API). How it gets CPU power depends on the host:
+RAPL energy counters where ``/sys/class/powercap/intel-rapl`` is readable; otherwise its CPU
+load times a TDP from its table of CPU models (4 W per thread when the model is unknown, as
+on this 2-vCPU VM); RAM power is always estimated from memory size. The summary records which
+(``cpu_method``) and codecarbon's own warnings (``notes``), because the difference is large.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from edge_rl.config import EnergyConfig
+from edge_rl.telemetry.energy import J_PER_KWH, CarbonIntensity, HostEnergy, sig
+
+log = logging.getLogger(__name__)
+
+# codecarbon samples power this often. CPU load and RAPL are integrated between samples, so
+# the period sets the resolution of its log, not the total; 10 s keeps its thread cheap.
+MEASURE_POWER_SECS = 10.0
+_CPU_METHODS = {  # codecarbon's CPU modes (3.x) -> what they mean
+    "intel_rapl": "measured by RAPL energy counters",
+    "cpu_load": "estimated as CPU load x TDP",
+    "constant": "estimated as a constant share of TDP",
+    "intel_power_gadget": "measured by Intel Power Gadget",
+    "apple_powermetrics": "measured by powermetrics",
+    "windows_emi": "measured by the Windows Energy Meter Interface",
+}
+
+
+class _Notes(logging.Handler):
+    """codecarbon's warnings while we run it: they are where it says how it estimated power
+    ("we don't know [this CPU] ... default power consumption of 4 W per thread")."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(" ".join(record.getMessage().split()))
+
+
+def _not_multiple_instances(record: logging.LogRecord) -> bool:
+    """Drops codecarbon's warning that several trackers may run at once: we allow that (see
+    ``HostCarbon.start``), so the warning says nothing."""
+    return not record.getMessage().startswith("Multiple instances of codecarbon")
+
+
+def carbon_intensity(cfg: EnergyConfig) -> CarbonIntensity:
+    """Grid intensity from codecarbon's offline data for the configured country (and region),
+    computed by its own code path; else ``carbon_intensity_g_per_kwh``; else none."""
+    try:
+        from codecarbon import __version__
+        from codecarbon.core.emissions import Emissions
+        from codecarbon.core.units import Energy
+        from codecarbon.external.geography import GeoMetadata
+        from codecarbon.input import DataSource
+    except ImportError as e:
+        return _fallback(cfg, f"codecarbon is not installed ({e})")
+    try:
+        data = DataSource()
+        mix = data.get_global_energy_mix_data()
+    except Exception as e:  # noqa: BLE001 - a broken install must not stop the run
+        return _fallback(cfg, f"codecarbon's data cannot be read ({e!r})")
+    code = cfg.country_iso_code
+    if code not in mix:  # codecarbon would quietly use its world average
+        raise ValueError(
+            f"energy.country_iso_code {code!r} is not in codecarbon's energy-mix data "
+            f"(known: {', '.join(sorted(mix)[:8])}, ...)"
+        )
+    notes = _Notes()
+    cc_log = logging.getLogger("codecarbon")
+    cc_log.addHandler(notes)
+    try:
+        geo = GeoMetadata(code, country_name=mix[code]["country_name"], region=cfg.region)
+        kg = Emissions(data).get_private_infra_emissions(Energy.from_energy(kWh=1.0), geo)
+    finally:
+        cc_log.removeHandler(notes)
+    where = f"{mix[code]['country_name']}, {mix[code].get('year', '?')} energy mix"
+    if cfg.region is not None:
+        # codecarbon has regional figures for some countries only, and falls back to the
+        # country's with a warning for an unknown region (kept in the source).
+        where += f"; region {cfg.region!r}" + (f": {notes.messages[-1]}" if notes.messages else "")
+    return CarbonIntensity(round(kg * 1000.0, 3), f"codecarbon {__version__} offline data: {where}")
+
+
+def _fallback(cfg: EnergyConfig, why: str) -> CarbonIntensity:
+    if cfg.carbon_intensity_g_per_kwh is not None:
+        return CarbonIntensity(
+            cfg.carbon_intensity_g_per_kwh, f"config energy.carbon_intensity_g_per_kwh ({why})"
+        )
+    return CarbonIntensity(None, f"none: {why}, and energy.carbon_intensity_g_per_kwh is unset")
+
+
+class HostCarbon:
+    """codecarbon's ``OfflineEmissionsTracker`` around the learner's run. A run must complete
+    without it: every failure (not installed, no permission, its own errors, which it mostly
+    logs instead of raising) ends up in ``HostEnergy.missing``."""
+
+    def __init__(self, cfg: EnergyConfig, run_dir: Path) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        self.intensity = carbon_intensity(cfg)
+        self._tracker: Any = None
+        self._missing: str | None = None if cfg.enabled else "energy.enabled is false"
+        self._notes = _Notes()
+        self._result: HostEnergy | None = None
+
+    def start(self) -> None:
+        if self._missing is not None or self._tracker is not None:
+            return
+        try:
+            from codecarbon import OfflineEmissionsTracker
+        except ImportError as e:
+            self._missing = f"codecarbon is not installed ({e}): pip install 'edge-rl[host]'"
+            return
+        cc_log = logging.getLogger("codecarbon")
+        cc_log.setLevel(logging.WARNING)  # its INFO lines every few seconds: not in our logs
+        cc_log.addFilter(_not_multiple_instances)
+        cc_log.addHandler(self._notes)
+        try:
+            self._tracker = OfflineEmissionsTracker(
+                country_iso_code=self.cfg.country_iso_code,
+                region=self.cfg.region,
+                tracking_mode=self.cfg.tracking_mode,
+                measure_power_secs=MEASURE_POWER_SECS,
+                output_methods=[],  # no emissions.csv in the working directory, no API
+                output_dir=str(self.run_dir),  # (were a method to write anyway: the run dir)
+                emissions_endpoint=None,
+                electricitymaps_api_token=None,  # offline: no live grid data
+                # Else its lock file fails parallel runs, and its lock installs SIGINT and
+                # SIGTERM handlers over the CLI's (which stop the fleet and the broker).
+                allow_multiple_runs=True,
+                project_name="edge-rl",
+                log_level="warning",
+            )
+            self._tracker.start()  # the first start looks up the CPU model: 1-10 s here
+        except Exception as e:  # noqa: BLE001 - the run goes on without a measurement
+            self._missing = f"codecarbon failed to start: {e!r}"
+            self._tracker = None
+            cc_log.removeHandler(self._notes)
+
+    def stop(self) -> HostEnergy:
+        """Stop measuring (idempotent) and return what was measured, or why nothing was."""
+        if self._result is None:
+            self._result = self._stop()
+            logging.getLogger("codecarbon").removeHandler(self._notes)
+            log.info("learner energy: %s kWh (%s)", self._result.kwh, self._result.method)
+        return self._result
+
+    def _stop(self) -> HostEnergy:
+        notes = {"notes": self._notes.messages}
+        if self._tracker is None:
+            return HostEnergy(None, None, "none", self._missing or "never started", notes)
+        try:
+            self._tracker.stop()
+            data = getattr(self._tracker, "final_emissions_data", None)
+            if data is None or not data.energy_consumed > 0:
+                why = "; ".join(self._notes.messages[-3:]) or "no energy recorded"
+                return HostEnergy(None, None, "none", f"codecarbon measured nothing: {why}", notes)
+            detail = self._detail(data)
+        except Exception as e:  # noqa: BLE001
+            return HostEnergy(None, None, "none", f"codecarbon failed to stop: {e!r}", notes)
+        return HostEnergy(data.energy_consumed, data.emissions, _method(detail), None, detail)
+
+    def _detail(self, data: Any) -> dict[str, Any]:
+        """codecarbon's final figures, and how it got the CPU's power. It has no public
+        accessor for the latter (3.3): the CPU object's ``_mode`` and ``_tdp`` are read
+        defensively, and its ``hardware`` descriptions are kept as they are."""
+        from codecarbon import __version__
+
+        cpu = next(
+            (h for h in getattr(self._tracker, "_hardware", []) if hasattr(h, "_mode")), None
+        )
+        conf = getattr(self._tracker, "_conf", {})
+        duration = max(float(data.duration), 1e-9)
+        return {
+            "codecarbon_version": __version__,
+            "tracking_mode": data.tracking_mode,
+            "cpu_method": getattr(cpu, "_mode", None),
+            "cpu_tdp_w": getattr(cpu, "_tdp", None),
+            "hardware": conf.get("hardware"),
+            "cpu_model": data.cpu_model,
+            "cpu_count": data.cpu_count,
+            "duration_s": round(duration, 3),
+            "cpu_energy_kwh": sig(data.cpu_energy),
+            "ram_energy_kwh": sig(data.ram_energy),
+            "gpu_energy_kwh": sig(data.gpu_energy),
+            "cpu_mean_w": round(data.cpu_energy * J_PER_KWH / duration, 3),
+            "ram_mean_w": round(data.ram_energy * J_PER_KWH / duration, 3),
+            "notes": self._notes.messages,
+        }
+
+
+def _method(d: dict[str, Any]) -> str:
+    """One line: ``codecarbon 3.3.2 offline, process tracking: CPU estimated as CPU load x TDP
+    (8 W), RAM estimated from memory size``."""
+    cpu = _CPU_METHODS.get(d["cpu_method"], d["cpu_method"] or "unknown")
+    if d["cpu_tdp_w"] is not None and "TDP" in cpu:
+        cpu += f" ({d['cpu_tdp_w']:g} W)"
+    hardware = d["hardware"] or []
+    ram = "estimated from memory size" if "RAM()" in hardware else f"from {hardware}"
+    return (
+        f"codecarbon {d['codecarbon_version']} offline, {d['tracking_mode']} tracking: "
+        f"CPU {cpu}, RAM {ram}"
+    )
