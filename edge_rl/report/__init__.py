@@ -3,9 +3,10 @@
     runs = [load_run(path) for path in run_dirs]  # summary.json + metrics.csv, typed
     written = write_report(runs, out_dir)        # PNGs for plots.PLOTS, then report.md
 
-``runs`` reads a run directory, ``plots`` draws (one function per figure, listed in
-``PLOTS``), ``markdown`` writes the summary table, ``write`` saves them. Host-side only:
-needs matplotlib (the ``host`` extra).
+``runs`` reads a run directory (``costs``: its runtime breakdown and energy blocks),
+``plots`` draws (one function per figure, listed in ``PLOTS``; what a run cost is drawn
+by ``cost_plots``, on ``canvas``), ``markdown`` writes the summary tables, ``write`` saves
+them. Host-side only: needs matplotlib (the ``host`` extra).
 """
 
 from edge_rl.report.runs import Run, RunDirError, load_run

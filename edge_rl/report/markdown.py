@@ -1,9 +1,11 @@
-"""``report.md``: one table row per run, then the figures that were written."""
+"""``report.md``: one table row per run, what the runs cost (when they recorded it), then
+the figures that were written."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from edge_rl.report.costs import Energy
 from edge_rl.report.plots import Plot
 from edge_rl.report.runs import Run, RunSummary
 
@@ -11,6 +13,8 @@ NONE = "–"  # a value the run did not record
 
 COLUMNS = ("run", "env", "algo", "precision", "seed", "env steps", "updates", "wall time",
            "final return ± std", "policy bytes / payload bytes", "exports failed")  # fmt: skip
+COST_COLUMNS = ("run", "learner host kWh", "fleet kWh", "learner host kg CO2e", "fleet kg CO2e",
+                "grid g CO2e/kWh", "fleet busy")  # fmt: skip
 
 
 def render(runs: Sequence[Run], plots: Sequence[Plot]) -> str:
@@ -25,6 +29,7 @@ def render(runs: Sequence[Run], plots: Sequence[Plot]) -> str:
         "",
         "Run directories: " + ", ".join(f"`{run.path}`" for run in runs) + ".",
     ]
+    lines += _costs(runs)
     for plot in plots:
         lines += ["", f"## {plot.caption}", "", f"![{plot.caption}]({plot.filename})"]
     return "\n".join(lines) + "\n"
@@ -45,6 +50,69 @@ def _cells(run: Run) -> list[str]:
         f"{_int(s.policy_model_bytes)} / {_int(s.policy_payload_bytes)}",
         _int(s.exports_failed),
     ]
+
+
+def _costs(runs: Sequence[Run]) -> list[str]:
+    """The energy and fleet-load table, for the runs that recorded either (issue 5)."""
+    rows = [r for r in runs if r.summary.energy or r.summary.runtime_breakdown]
+    if not rows:
+        return []
+    lines = ["", "## Energy and fleet load", "", _row(COST_COLUMNS),
+             _row(["---"] * len(COST_COLUMNS))]  # fmt: skip
+    lines += [_row(_cost_cells(run)) for run in rows]
+    lines += [
+        "",
+        "Learner host: measured by codecarbon; fleet: each actor's board priced by its power "
+        "model on the actor's busy and idle seconds; kg CO2e = kWh × the grid's carbon "
+        "intensity. Fleet busy: the share of the actor loops' wall time (all actors summed) "
+        "not idle.",
+    ]
+    notes = _energy_notes([(run.name, run.summary.energy) for run in rows if run.summary.energy])
+    return lines + ([""] + notes if notes else [])
+
+
+def _cost_cells(run: Run) -> list[str]:
+    e, b = run.summary.energy, run.summary.runtime_breakdown
+    fleet = b.fleet_total if b else None
+    return [
+        f"`{run.name}`",
+        _sig(e and e.learner.kwh),
+        _sig(e and e.fleet.kwh),
+        _sig(e and e.learner.kg_co2e),
+        _sig(e and e.fleet.kg_co2e),
+        NONE if e is None or e.g_co2e_per_kwh is None else f"{e.g_co2e_per_kwh:.0f} ({e.country})",
+        NONE if fleet is None or fleet.wall <= 0 else f"{fleet.busy_percent():.1f} %",
+    ]
+
+
+def _energy_notes(energies: list[tuple[str, Energy]]) -> list[str]:
+    """How each figure was obtained, once per method; runs named when methods differ."""
+    methods: dict[str, list[str]] = {}
+    for name, e in energies:
+        grid = (f"{e.g_co2e_per_kwh:g} g CO2e/kWh" if e.g_co2e_per_kwh is not None
+                else "no carbon intensity")  # fmt: skip
+        for line in (f"learner host: {e.learner.method}",
+                     f"fleet: {e.fleet.method}, {_count(e.fleet.actors, 'actor')} priced",
+                     f"grid ({e.country}): {grid}, {e.intensity_source}"):  # fmt: skip
+            methods.setdefault(line, []).append(name)
+        if e.learner.missing:
+            methods.setdefault(f"learner host not measured: {e.learner.missing}", []).append(name)
+        for actor, why in e.fleet.missing.items():
+            methods.setdefault(f"no energy for actor {actor}: {why}", []).append(name)
+    notes = []
+    for line, names in methods.items():
+        runs = "" if len(names) == len(energies) else f" ({', '.join(f'`{n}`' for n in names)})"
+        notes.append(f"- {line}{runs}")
+    return notes
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _sig(x: float | None) -> str:
+    """3 significant digits: a tiny run's energy is ~1e-5 kWh, a long one's ~1 kWh."""
+    return NONE if x is None else f"{x:.3g}"
 
 
 def _return(s: RunSummary) -> str:

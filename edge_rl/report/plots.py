@@ -1,14 +1,15 @@
 """The report's figures: each one a function from runs to a matplotlib ``Figure``.
 
 Figures use matplotlib's object API on the Agg canvas (no pyplot, no display, no global
-figure state), so a report renders headless on a learner host or in CI. Every run keeps
-its colour (``C0``, ``C1``, ... by position) in every figure, and every figure has a
-title, axis labels with units and a legend placed outside the axes, where it cannot hide
-a line.
+figure state; ``canvas.py``), so a report renders headless on a learner host or in CI.
+Every run keeps its colour (``C0``, ``C1``, ... by position) in every figure, and every
+figure has a title, axis labels with units and a legend placed outside the axes, where it
+cannot hide a line.
 
-Adding a plot (issue 5: runtime breakdown, energy/CO2, compression) is one function
-``runs -> Figure | None`` that returns ``None`` when no run has the data, plus one
-``Plot`` in ``PLOTS``; the writer saves it and links it from report.md.
+Adding a plot is one function ``runs -> Figure | None`` that returns ``None`` when no run
+has the data, plus one ``Plot`` in ``PLOTS``; the writer saves it and links it from
+report.md. Learning and the policy on the wire are drawn here; what a run cost (runtime
+breakdown, energy and CO2) in ``cost_plots.py``.
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter
 
+from edge_rl.report import cost_plots
+from edge_rl.report.canvas import STEPS, curve, env_title, figure, finish
 from edge_rl.report.runs import Run, run_labels
 
-SPARSE_POINTS = 30  # fewer finite points than this: draw markers as well as the line
 RETURN_LABEL = "training return\n(mean of recent episodes, with exploration)"
 
 
@@ -39,21 +38,21 @@ class Plot:
 
 def return_vs_env_steps(runs: Sequence[Run]) -> Figure:
     """Training return (the learner's rolling mean over the fleet's episodes) per env step."""
-    fig, ax = _figure()
+    fig, (ax,) = figure()
     for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
-        _curve(ax, run.metrics.env_steps, run.metrics.recent_return, i, label)
-    ax.xaxis.set_major_formatter(_STEPS)
-    _finish(fig, ax, _title(runs, "training return against env steps"),
+        curve(ax, run.metrics.env_steps, run.metrics.recent_return, i, label)
+    ax.xaxis.set_major_formatter(STEPS)
+    finish(fig, ax, env_title(runs, "training return against env steps"),
             "env steps (all actors)", RETURN_LABEL)  # fmt: skip
     return fig
 
 
 def return_vs_wall_time(runs: Sequence[Run]) -> Figure:
     """The same curves against the learner's wall clock: ActorQ's end-to-end speed-up."""
-    fig, ax = _figure()
+    fig, (ax,) = figure()
     for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
-        _curve(ax, run.metrics.wall_s / 60, run.metrics.recent_return, i, label)
-    _finish(fig, ax, _title(runs, "training return against wall time"),
+        curve(ax, run.metrics.wall_s / 60, run.metrics.recent_return, i, label)
+    finish(fig, ax, env_title(runs, "training return against wall time"),
             "wall time since the learner started (min)", RETURN_LABEL)  # fmt: skip
     return fig
 
@@ -69,24 +68,24 @@ def selection_scores(runs: Sequence[Run]) -> Figure | None:
     # Env steps compare runs whose export failures shifted the version numbers; use them
     # unless some version is absent from its metrics.csv (a truncated run).
     by_steps = all(p.env_steps is not None for ps in points.values() for p in ps)
-    fig, ax = _figure()
+    fig, (ax,) = figure()
     for i, _run, label in scored:
         xs = [p.env_steps if by_steps else p.policy_version for p in points[i]]
         ax.plot(xs, [p.score for p in points[i]], "o-", color=f"C{i}", label=label)
     ax.set_xlim(left=0)
     if by_steps:
-        ax.xaxis.set_major_formatter(_STEPS)
+        ax.xaxis.set_major_formatter(STEPS)
         xlabel = "env steps when the policy was published (all actors)"
     else:
         xlabel = "policy version"
-    _finish(fig, ax, _title(runs, "greedy return of published policies (model selection)"),
+    finish(fig, ax, env_title(runs, "greedy return of published policies (model selection)"),
             xlabel, "greedy return\n(mean of selection episodes)")  # fmt: skip
     return fig
 
 
 def final_return(runs: Sequence[Run]) -> Figure:
     """Final greedy evaluation of each run's deployed policy, mean ± std over episodes."""
-    fig, ax = _figure(height=1.6 + 0.7 * len(runs))
+    fig, (ax,) = figure(height=1.6 + 0.7 * len(runs))
     ticks = []
     for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
         mean, std = run.summary.final_eval_return, run.summary.final_eval_return_std
@@ -103,7 +102,7 @@ def final_return(runs: Sequence[Run]) -> Figure:
     ax.grid(axis="y", visible=False)
     handles = [Patch(color="0.6", label="mean over the final greedy evaluation episodes"),
                Line2D([], [], color="k", marker="|", markersize=10, label="± 1 std")]  # fmt: skip
-    _finish(fig, ax, _title(runs, "final return of the deployed policy"),
+    finish(fig, ax, env_title(runs, "final return of the deployed policy"),
             "return (sum of rewards per episode)", "run (precision, seed)\nfinal return ± std",
             handles=handles)  # fmt: skip
     return fig
@@ -116,14 +115,14 @@ def compression_over_training(runs: Sequence[Run]) -> Figure | None:
             if any(p.compression is not None for p in run.publishes)]  # fmt: skip
     if not rows:
         return None
-    fig, ax = _figure()
+    fig, (ax,) = figure()
     for i, run, label in rows:
         pubs = [p for p in run.publishes if p.compression is not None]
         x = np.array([p.env_steps for p in pubs], float)
-        _curve(ax, x, np.array([100 * p.compression for p in pubs]), i, label)
-    ax.xaxis.set_major_formatter(_STEPS)
+        curve(ax, x, np.array([100 * p.compression for p in pubs]), i, label)
+    ax.xaxis.set_major_formatter(STEPS)
     ax.set_ylim(0, 100)
-    _finish(fig, ax, _title(runs, "compression of each published policy"),
+    finish(fig, ax, env_title(runs, "compression of each published policy"),
             "env steps when the policy was published (all actors)",
             "compression ratio (%)\n(1 - stored / dense kernel entries)")  # fmt: skip
     return fig
@@ -135,15 +134,15 @@ def policy_bytes(runs: Sequence[Run]) -> Figure | None:
             enumerate(zip(runs, run_labels(list(runs)), strict=True)) if run.publishes]  # fmt: skip
     if not rows:
         return None
-    fig, ax = _figure()
+    fig, (ax,) = figure()
     for i, run, label in rows:
         total = sum(p.payload_bytes for p in run.publishes) / 1e6
         x = np.array([p.env_steps for p in run.publishes], float)
         y = np.array([p.payload_bytes / 1e3 for p in run.publishes])
-        _curve(ax, x, y, i, f"{label}: {total:.2f} MB in {len(run.publishes)} publishes")
-    ax.xaxis.set_major_formatter(_STEPS)
+        curve(ax, x, y, i, f"{label}: {total:.2f} MB in {len(run.publishes)} publishes")
+    ax.xaxis.set_major_formatter(STEPS)
     ax.set_yscale("log")
-    _finish(fig, ax, _title(runs, "policy payload per publish"),
+    finish(fig, ax, env_title(runs, "policy payload per publish"),
             "env steps when the policy was published (all actors)",
             "payload on the wire (KB, log scale)")  # fmt: skip
     return fig
@@ -161,38 +160,15 @@ PLOTS: tuple[Plot, ...] = (
     Plot("final_return.png", "Final return (mean ± std)", final_return),
     Plot("compression.png", "Compression of the published policy", compression_over_training),
     Plot("policy_bytes.png", "Policy bytes on the wire", policy_bytes),
+    Plot(
+        "runtime_breakdown_fleet.png",
+        "Runtime breakdown: the fleet's actor loops",
+        cost_plots.fleet_breakdown,
+    ),
+    Plot(
+        "runtime_breakdown_learner.png",
+        "Runtime breakdown: the learner's main thread",
+        cost_plots.learner_breakdown,
+    ),
+    Plot("energy.png", "Energy and carbon: learner host and fleet", cost_plots.energy),
 )
-
-# 300000 -> "300k", 1500000 -> "1.5M": matplotlib's default is "3" with "1e5" in a corner.
-_STEPS = FuncFormatter(
-    lambda x, _: f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3
-    else f"{x:g}"
-)  # fmt: skip
-
-
-def _figure(height: float = 4.8) -> tuple[Figure, Axes]:
-    fig = Figure(figsize=(8, height), dpi=150, layout="constrained")
-    FigureCanvasAgg(fig)  # attaches itself: savefig renders PNG without any GUI backend
-    ax = fig.add_subplot()
-    ax.grid(alpha=0.3)
-    return fig, ax
-
-
-def _curve(ax: Axes, x: np.ndarray, y: np.ndarray, i: int, label: str) -> None:
-    # A run of a few seconds has a point or two: a bare line would draw nothing visible.
-    marker = "o" if np.isfinite(y).sum() < SPARSE_POINTS else None
-    ax.plot(x, y, color=f"C{i}", label=label, marker=marker, markersize=4)
-    ax.set_xlim(left=0)  # training starts at 0; a short run's axis would otherwise float
-
-
-def _title(runs: Sequence[Run], what: str) -> str:
-    envs = sorted({r.summary.env_id for r in runs})
-    return f"{' / '.join(envs)}: {what}"
-
-
-def _finish(fig: Figure, ax: Axes, title: str, xlabel: str, ylabel: str, handles=None) -> None:
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    n = len(handles) if handles else len(ax.get_legend_handles_labels()[0])
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(n, 2), frameon=False)

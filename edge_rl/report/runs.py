@@ -1,7 +1,8 @@
 """A run directory (written by ``edge-rl learn``) read back as typed records.
 
-Only what the report shows is read: ``summary.json``, ``metrics.csv`` and, when the run
-wrote one, ``publishes.jsonl``; anything missing (but optional) or malformed is a
+Only what the report shows is read: ``summary.json`` (with its runtime breakdown and
+energy blocks when the run wrote them, see ``costs.py``), ``metrics.csv`` and, when the run
+wrote one, ``publishes.jsonl``; anything missing (but not optional) or malformed is a
 ``RunDirError`` that names the file, so a person knows which of several run directories
 to look at.
 """
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from edge_rl.report.costs import Energy, RuntimeBreakdown, parse_breakdown, parse_energy
 
 # What the report needs; older or newer runs may carry more (ignored) but not less.
 REQUIRED_SUMMARY = ("env_id", "algo", "seed", "env_steps", "updates", "wall_s",
@@ -44,6 +47,8 @@ class RunSummary:
     policy_payload_bytes: int | None
     exports_failed: int | None
     selection_scores: dict[int, float]  # policy version -> greedy return (model selection)
+    runtime_breakdown: RuntimeBreakdown | None = None  # None: a run from before issue 5
+    energy: Energy | None = None  # None: a run from before issue 5
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,11 @@ def _load_summary(file: Path) -> RunSummary:
     if missing:
         raise RunDirError(f"{file}: missing {', '.join(missing)}")
     try:
+        breakdown = parse_breakdown(raw.get("runtime_breakdown"))
+        energy = parse_energy(raw.get("energy"))
+    except ValueError as e:
+        raise RunDirError(f"{file}: malformed {e}") from None
+    try:
         return RunSummary(
             env_id=str(raw["env_id"]),
             algo=str(raw["algo"]),
@@ -152,6 +162,8 @@ def _load_summary(file: Path) -> RunSummary:
             selection_scores={
                 int(k): float(v) for k, v in (raw.get("selection_scores") or {}).items()
             },  # fmt: skip
+            runtime_breakdown=breakdown,
+            energy=energy,
         )
     except (TypeError, ValueError, AttributeError) as e:
         raise RunDirError(f"{file}: malformed value ({e})") from None

@@ -13,6 +13,12 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MIN_PNG_BYTES = 25_000  # 8x4.8 in at 150 dpi: a blank canvas ~5 KB, empty axes ~14 KB
 ALL_PLOTS = ["return_vs_env_steps.png", "return_vs_wall_time.png", "selection_scores.png",
              "final_return.png"]  # fmt: skip
+# Drawn when a run's summary.json has runtime_breakdown and energy (issue 5).
+COST_PLOTS = ["runtime_breakdown_fleet.png", "runtime_breakdown_learner.png", "energy.png"]
+FLEET = {"env_step": 10.0, "inference": 5.0, "exploration": 5.0, "publish": 20.0,
+         "emulation": 10.0, "idle": 150.0, "wall": 200.0}  # fmt: skip
+MAIN = {"setup": 6.0, "updates": 30.0, "export": 8.0, "publish": 1.0, "evaluate": 2.0,
+        "other": 2.0, "idle": 1.0, "wall": 50.0}  # fmt: skip
 
 
 def _report(*args: str):
@@ -42,6 +48,25 @@ def test_report_on_two_runs(make_run, tmp_path):
     md = (out / "report.md").read_text()
     assert "| `a-int8` | CartPole-v1 | dqn | int8 | 0 | 6,000 | 3,000 | 1.0 min |" in md
     assert "| 180.0 ± 12.5 | 5,120 / 3,072 | 1 |" in md
+    assert "Energy" not in md  # neither run recorded what it cost
+
+
+def test_cost_plots_and_table_when_runs_record_them(make_run, tmp_path):
+    costs = make_run("costs", breakdown=(FLEET, MAIN), energy=(0.0032, 0.0008, 400.0))
+    old = make_run("old", "fp32")
+    out = tmp_path / "report"
+    result = _report(str(costs), str(old), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    plots = [p for p in ALL_PLOTS if p != "selection_scores.png"]
+    _check_report(out, result.output, ["costs", "old"], [*plots, *COST_PLOTS])
+    md = (out / "report.md").read_text()
+    table = md[md.index("## Energy and fleet load") :].splitlines()
+    assert table[2].startswith("| run | learner host kWh | fleet kWh |")
+    # kWh, kg CO2e (kWh x 400 g/kWh), the grid, and 25 % of the loops' wall time not idle
+    assert table[4] == "| `costs` | 0.0032 | 0.0008 | 0.00128 | 0.00032 | 400 (USA) | 25.0 % |"
+    assert md.count("| `old` |") == 1  # in the runs table only: it recorded neither
+    assert "- fleet: power model (rpi5: 2.8 W idle, 9.7 W busy), 1 actor priced" in md
+    assert "- no energy for actor sim-01: no runtime breakdown in its status" in md
 
 
 def test_no_selection_scores_no_selection_plot(make_run, tmp_path):
@@ -105,6 +130,9 @@ def test_report_on_a_real_tiny_run(tmp_path, mosquitto_available, cli, tiny_lear
     out = tmp_path / "report"
     proc = cli("report", str(run), "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    # Every run logs its publishes: the bytes plot too (compression only when it is on).
-    _check_report(out, proc.stdout, ["cartpole-tiny"], [*ALL_PLOTS, "policy_bytes.png"])
-    assert "| CartPole-v1 | dqn | int8 |" in (out / "report.md").read_text()
+    # Every run logs its publishes: the bytes plot too (compression only when it is on),
+    # and its runtime breakdown and energy: the cost plots.
+    plots = [*ALL_PLOTS, "policy_bytes.png", *COST_PLOTS]
+    _check_report(out, proc.stdout, ["cartpole-tiny"], plots)
+    md = (out / "report.md").read_text()
+    assert "| CartPole-v1 | dqn | int8 |" in md and "## Energy and fleet load" in md

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from edge_rl.report.costs import Clock, FleetEnergy
 from edge_rl.report.runs import Metrics, Run, RunDirError, load_run, run_labels
 
 
@@ -26,6 +27,34 @@ def test_optional_fields_may_be_absent(make_run):
     run = load_run(make_run("old", precision=None, final=(None, None)))
     assert run.summary.policy_precision is None and run.summary.final_eval_return is None
     assert run.label() == "old (seed 0)"
+
+
+FLEET = {"env_step": 3.0, "idle": 7.0, "wall": 10.0, "model_load": 0.5}
+MAIN = {"updates": 8.0, "idle": 2.0, "wall": 10.0}
+
+
+def test_loads_runtime_breakdown_and_energy(make_run):
+    s = load_run(make_run("costs", breakdown=(FLEET, MAIN), energy=(0.004, 0.001, 500.0))).summary
+    b, e = s.runtime_breakdown, s.energy
+    assert b.fleet_total == Clock({"env_step": 3.0, "idle": 7.0, "model_load": 0.5}, 10.0)
+    assert b.fleet_total.busy_percent() == 30.0 and b.fleet_total.percent("env_step") == 30.0
+    assert b.learner["main"] == Clock({"updates": 8.0, "idle": 2.0}, 10.0)
+    assert set(b.learner) == {"main", "ingest", "exporter"}
+    assert set(b.actors) == {"sim-00", "sim-01"}
+    assert b.actors["sim-00"].wall == 5.0  # each actor has half of the fleet total
+    assert (e.learner.kwh, e.fleet.kwh, e.g_co2e_per_kwh) == (0.004, 0.001, 500.0)
+    assert (e.learner.kg_co2e, e.fleet.kg_co2e) == (0.002, 0.0005)
+    assert e.fleet == FleetEnergy(0.001, 0.0005, "rpi5", 2.8, 9.7, 1,
+                                  {"sim-01": "no runtime breakdown in its status"})  # fmt: skip
+    assert e.learner.method.startswith("codecarbon") and e.country == "USA"
+
+
+def test_runs_without_cost_blocks_still_load(make_run):
+    s = load_run(make_run("old")).summary
+    assert s.runtime_breakdown is None and s.energy is None
+    run = make_run("nulls")  # a run with energy tracking off may write null
+    _summary(lambda d: d.update(energy=None, runtime_breakdown=None))(run)
+    assert load_run(run).summary.energy is None
 
 
 def test_labels_tell_same_named_runs_apart_by_path(make_run):
@@ -89,12 +118,28 @@ BAD_RUNS = [
      "line 3: env_steps='lots' is not a number"),
     ("metrics short row", _rewrite("metrics.csv", lambda t: t + "61.0,6100\n"), "is not a number"),
     ("metrics header only", _rewrite("metrics.csv", lambda t: t.splitlines()[0] + "\n"), "no rows"),
+    # The issue-5 blocks: the message names the file and the field.
+    ("breakdown a list", _summary(lambda d: d.update(runtime_breakdown=[1])),
+     "summary.json: malformed runtime_breakdown: expected an object, got list"),
+    ("clock without wall", _summary(lambda d: d["runtime_breakdown"]["fleet_total"].pop("wall")),
+     "malformed runtime_breakdown.fleet_total: no wall"),
+    ("bucket not a number",
+     _summary(lambda d: d["runtime_breakdown"]["learner"]["main"].update(idle="2 s")),
+     "malformed runtime_breakdown.learner.main.idle: '2 s' is not a number"),
+    ("bucket negative", _summary(lambda d: d["runtime_breakdown"]["actors"]["sim-00"].update(
+        env_step=-1.0)), "runtime_breakdown.actors.sim-00.env_step: -1.0 is not a finite"),
+    ("energy without learner", _summary(lambda d: d["energy"].pop("learner")),
+     "malformed energy.learner: expected an object, got nothing"),
+    ("energy kwh a string", _summary(lambda d: d["energy"]["fleet"].update(kwh="0.1")),
+     "malformed energy.fleet.kwh: '0.1' is not a number"),
+    ("intensity nan", _summary(lambda d: d["energy"].update(carbon_intensity_g_per_kwh=math.nan)),
+     "energy.carbon_intensity_g_per_kwh: nan is not a finite number"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("mutate, message", [c[1:] for c in BAD_RUNS], ids=[c[0] for c in BAD_RUNS])
 def test_bad_run_directory_names_the_file(make_run, mutate, message):
-    run = make_run("bad")
+    run = make_run("bad", breakdown=(FLEET, MAIN), energy=(0.004, 0.001, 500.0))
     mutate(run)
     with pytest.raises(RunDirError, match="bad") as info:
         load_run(run)
