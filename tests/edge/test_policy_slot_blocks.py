@@ -1,0 +1,47 @@
+"""An actor's PolicySlot loads a GST-compressed policy shipped with the "blocks" codec.
+
+The learner-side pieces (Compressor, int8 export, weight_regions, the codec) produce the
+bundle exactly as PolicyPublisher does; the slot is what every actor runs on receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from edge_rl.agents.dqn.networks import make_q_network
+from edge_rl.compress.compressor import Compressor
+from edge_rl.compress.config import CompressionConfig
+from edge_rl.edge.policy_slot import PolicySlot
+from edge_rl.edge.runtime import TFLitePolicy
+from edge_rl.export.regions import weight_regions
+from edge_rl.export.tflite import export_policy
+from edge_rl.specs import EnvSpec
+from edge_rl.transport import codec
+from edge_rl.types import PolicyBundle, PolicyManifest
+
+CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
+
+
+def test_slot_loads_a_blocks_coded_gst_policy() -> None:
+    net = make_q_network(4, 2, (32, 32), seed=0)
+    comp = Compressor(CompressionConfig(method="gst", s_shift=0.0), net, total_updates=10)
+    comp.on_updates(1)  # s_shift 0: the transition prunes 75 % of the 4x4 blocks at once
+    obs = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+    exported = export_policy(net, obs, "int8", per_channel=False)
+    payload = codec.compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
+    assert len(payload) < len(codec.compress_model(exported.tflite, "zlib"))
+    manifest = PolicyManifest(
+        policy_version=1, algo="dqn", env_id="CartPole-v1", env_spec=CARTPOLE,
+        precision="int8", input_quant=exported.input_quant, output_quant=exported.output_quant,
+        obs_mean=exported.obs_mean, obs_std=exported.obs_std, exploration={"epsilon": 0.1},
+        learner_step=0, model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
+        model_size=len(exported.tflite), codec="blocks",
+    )  # fmt: skip
+    slot = PolicySlot(CARTPOLE)
+    loaded = slot.load(codec.encode_policy(PolicyBundle(manifest, payload)))
+    assert loaded.manifest.codec == "blocks" and not slot.rejected
+    reference = TFLitePolicy(exported.tflite)
+    for x in obs[:20]:
+        np.testing.assert_array_equal(loaded.runner(x), reference(x))
