@@ -1,0 +1,364 @@
+#!/usr/bin/env python
+"""ActorQ's comparison on our system: fp32, fp16 and int8 deployed policies, same task.
+
+    .venv/bin/python benchmarks/actorq.py --config examples/cartpole_dqn.yaml --seeds 0 1
+    .venv/bin/python benchmarks/actorq.py --config benchmarks/configs/cartpole_dqn_large.yaml
+    .venv/bin/python benchmarks/actorq.py --config examples/cartpole_dqn.yaml --quick
+
+QuaRL (Krishnan et al., TMLR 2022) trains with a full-precision learner and int8 actors
+and reports end-to-end speed-ups (time to a reward) and carbon savings against fp32
+actors, with the actor's time split into step / policy pull / deserialize / model load.
+Here one `edge-rl learn` per precision (`export.precision`), same config, seed and budget;
+all arms of a seed run at the same time, so that on a shared machine each gets the same
+share of the CPU and wall times compare (as benchmarks/gst.py). Each arm's run directory
+is kept under --out; --reuse prints the table from run directories that have a
+summary.json. Prints one markdown table (also written to OUT/table.md, with the raw
+figures in OUT/results.json); each column is defined in HEADERS below.
+
+Reading it: the learner grants the fleet env-step credit at the replay ratio, so actors
+that are faster than the learner only wait longer ("actor idle %"). Precision can shorten
+the time to the threshold only when the actors are the bottleneck (idle % near 0); the
+actor-side columns and the fleet's energy show its effect either way.
+
+A policy that cannot be shipped makes an arm meaningless (its actors would act randomly
+all run), so before starting, each arm's model size is estimated from the config and
+checked against the MQTT packet limit and the board's max_policy_bytes (--no-size-check
+skips this). --quick is a tiny-budget smoke run with 64-64 networks and parity gates that
+always pass (a few minutes for three CartPole arms on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import inspect
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import md_table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]  # arms run here: board paths in configs resolve
+EDGE_RL = str(Path(sys.executable).parent / "edge-rl")  # the venv's console script
+PRECISIONS = ("fp32", "fp16", "int8")  # fp32 first: the reference of the ratios
+THRESHOLDS = {"CartPole-v1": 475.0, "HalfCheetah-v5": 5000.0, "Pendulum-v1": -200.0}
+BYTES_PER_WEIGHT = {"int8": 1, "fp16": 2, "fp32": 4}
+# zlib (the default codec) takes <= 12 % off a dense model (3x2048 actor: int8 1 %, fp16
+# 10 %, fp32 8 %); a model whose estimate is past a limit even after 15 % off is refused.
+ZLIB_BEST = 0.85
+QUICK = [
+    "--fleet", "2",
+    "--set", "total_env_steps=3000", "--set", "learning_starts=500",
+    "--set", "replay_capacity=10000", "--set", "export.every_updates=100",
+    # The fleet waits for the learner: without it, actors can reach the budget before the
+    # first policy is out, and the actor columns would have no model step to report.
+    "--set", "max_lag_transitions=250",
+    "--set", "select_every=0", "--set", "eval_episodes=3",
+    "--set", "export.calibration_size=100", "--set", "export.parity_size=100",
+]  # fmt: skip
+QUICK_NETS = {  # tiny networks, and parity gates that always pass (tests/conftest.py)
+    "dqn": ["--set", "dqn.hidden=[64, 64]", "--set", "export.min_greedy_agreement=0"],
+    "td3": ["--set", "td3.actor_hidden=[64, 64]", "--set", "td3.critic_hidden=[64, 64]",
+            "--set", "td3.batch_size=64", "--set", "td3.updates_per_call=1",
+            "--set", "export.max_action_error=2", "--set", "export.mean_action_error=2"],
+}  # fmt: skip
+
+
+# --- running the arms -------------------------------------------------------------------
+
+
+def arm_args(args: argparse.Namespace, algo: str, precision: str) -> list[str]:
+    """Every flag after ``--config/--out/--seed``; later ``--set``s win."""
+    quick = [*QUICK, *QUICK_NETS[algo]] if args.quick else []
+    user = [x for kv in args.set for x in ("--set", kv)]
+    return [*quick, *user, "--set", f"export.precision={precision}"]
+
+
+def run_arms(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Path]:
+    dirs = {p: args.out / f"{p}-s{seed}" for p in args.precisions}
+    procs = []
+    for p, d in dirs.items():
+        if args.reuse and (d / "summary.json").exists():
+            continue
+        d.mkdir(parents=True, exist_ok=True)
+        cmd = [EDGE_RL, "learn", "--config", str(args.config), "--out", str(d),
+               "--seed", str(seed), *arm_args(args, algo, p)]  # fmt: skip
+        log = open(d / "benchmark.log", "w")  # noqa: SIM115 - closed below
+        procs.append(
+            (p, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT), log)
+        )
+        print(f"started {p} seed {seed}: {d}", flush=True)
+    t0 = time.monotonic()
+    while any(proc.poll() is None for _, proc, _ in procs):
+        time.sleep(args.poll)
+        print(f"  {time.monotonic() - t0:6.0f} s  " + "  ".join(_progress(dirs)), flush=True)
+    failed = []
+    for p, proc, log in procs:
+        log.close()
+        if proc.returncode:
+            failed.append(f"{p} (exit {proc.returncode}, see {dirs[p] / 'benchmark.log'})")
+    if failed:
+        raise SystemExit(f"seed {seed}: arms failed: {', '.join(failed)}")
+    return dirs
+
+
+def _progress(dirs: dict[str, Path]) -> list[str]:
+    """Each arm's last env_steps and recent_return from its metrics.csv."""
+    out = []
+    for p, d in dirs.items():
+        rows = _metrics(d)
+        last = rows[-1] if rows else {}
+        out.append(
+            f"{p}: {last.get('env_steps', 0)} steps, return {last.get('recent_return', '-')}"
+        )
+    return out
+
+
+# --- the size check ---------------------------------------------------------------------
+
+
+def mqtt_packet_limit() -> int:
+    """What ``LearnerNode``'s MQTT client refuses to publish past (payload + topic + 64).
+    Not in the run config: the learner uses ``MqttTransport``'s default, and the embedded
+    Mosquitto its own ``max_packet_size`` default, both 2,000,000 bytes."""
+    from edge_rl.transport.mqtt import MqttTransport
+
+    return int(inspect.signature(MqttTransport).parameters["max_packet_size"].default)
+
+
+def policy_weights(cfg: Any) -> int:
+    """Weights and biases of the deployed network (a Dense stack) from the config's sizes."""
+    from edge_rl.edge.envs import make_env
+    from edge_rl.specs import EnvSpec
+
+    env = make_env(cfg.env_id)
+    spec = EnvSpec.from_gym(env.observation_space, env.action_space)
+    env.close()
+    obs_dim = math.prod(spec.obs_shape)
+    if cfg.algo == "dqn":
+        dims = [obs_dim, *cfg.dqn.hidden, spec.num_actions]
+    else:  # the frozen rescale is exported as float constants, 2 per action dimension
+        dims = [obs_dim, *cfg.td3.actor_hidden, math.prod(spec.action_shape)]
+    return sum(i * o + o for i, o in zip(dims, dims[1:], strict=False))
+
+
+def size_problems(args: argparse.Namespace, algo: str) -> list[str]:
+    """Arms whose model is sure to exceed the MQTT packet limit or the board's limit."""
+    from edge_rl.config import load_run_config
+    from edge_rl.edge.board import load_board
+    from edge_rl.fleet.fleet import board_file
+
+    problems = []
+    for p in args.precisions:
+        flags = arm_args(args, algo, p)
+        sets = dict(flags[i + 1].split("=", 1) for i, f in enumerate(flags) if f == "--set")
+        cfg = load_run_config(args.config, {k: yaml.safe_load(v) for k, v in sets.items()})
+        board_path = board_file(cfg.fleet.board)
+        board = load_board(board_path if board_path.is_absolute() else ROOT / board_path)
+        model = policy_weights(cfg) * BYTES_PER_WEIGHT[p]
+        if model * ZLIB_BEST > mqtt_packet_limit():
+            problems.append(
+                f"{p}: a ~{model / 1e6:.1f} MB model does not fit the {mqtt_packet_limit():,}-"
+                "byte MQTT packet limit (MqttTransport and EmbeddedBroker max_packet_size; "
+                "not settable from the run config): every export would fail to publish"
+            )
+        if model > board.max_policy_bytes:
+            problems.append(
+                f"{p}: a ~{model / 1e6:.1f} MB model is over the board's max_policy_bytes "
+                f"{board.max_policy_bytes:,} ({board_path}): actors would reject it"
+            )
+    return problems
+
+
+# --- figures of one arm ------------------------------------------------------------------
+
+
+def _metrics(d: Path) -> list[dict[str, str]]:
+    path = d / "metrics.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def publishes(d: Path) -> list[dict]:
+    path = d / "publishes.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def time_to(d: Path, threshold: float) -> tuple[float, int] | None:
+    """(wall_s, env_steps) of the first metrics.csv row whose recent_return (the mean of
+    the fleet's last 20 exploring episodes) reaches ``threshold``; None if none does."""
+    for row in _metrics(d):
+        r = float(row["recent_return"] or "nan")
+        if not math.isnan(r) and r >= threshold:
+            return float(row["wall_s"]), int(row["env_steps"])
+    return None
+
+
+def figures(d: Path, threshold: float) -> dict[str, Any]:
+    """The raw numbers of one arm: summary.json, metrics.csv and publishes.jsonl."""
+    s = json.loads((d / "summary.json").read_text())
+    rb = s["runtime_breakdown"]
+    actors = {a: b for a, b in rb["actors"].items() if b.get("wall")}
+    fleet = rb["fleet_total"]
+    steps = {a: s["actors"][a]["env_steps"] for a in actors if a in s["actors"]}
+    pubs = publishes(d)
+    # Actors acted without a model (randomly, no inference) until the first publish, and
+    # they load only what is published while they run: not the final export or redeploy,
+    # published after the fleet stopped at the budget.
+    random_steps = pubs[0]["env_steps"] if pubs else s["env_steps"]
+    loads = sum(1 for p in pubs if p["env_steps"] < s["env_steps"])
+    model_steps = sum(steps.values()) - random_steps
+    energy = s.get("energy") or {}
+    learner, fleet_e = energy.get("learner") or {}, energy.get("fleet") or {}
+    kg = [learner.get("kg_co2e"), fleet_e.get("kg_co2e")]
+    reached = time_to(d, threshold)
+    return {
+        "precision": s["policy_precision"],
+        "seed": s["seed"],
+        "time_to_threshold_s": reached and reached[0],
+        "env_steps_at_threshold": reached and reached[1],
+        "final_return": s["final_eval_return"],
+        "final_return_std": s["final_eval_return_std"],
+        "eval_episodes": s["eval_episodes"],
+        "actor_steps_per_s": _rate(steps, actors, busy=False),
+        "actor_busy_steps_per_s": _rate(steps, actors, busy=True),
+        "actor_idle_pct": 100 * fleet["idle"] / fleet["wall"] if fleet.get("wall") else None,
+        "inference_us": 1e6 * fleet["inference"] / model_steps if model_steps > 0 else None,
+        "model_load_ms": 1e3 * fleet["model_load"] / (loads * len(actors)) if loads else None,
+        "receive_ms": 1e3 * fleet["policy_receive"] / (loads * len(actors)) if loads else None,
+        "publishes": s["publishes"],
+        "final_payload_bytes": s["policy_payload_bytes"],
+        "mean_payload_bytes": s["policy_bytes_total"] / s["publishes"] if s["publishes"] else None,
+        "learner_kwh": learner.get("kwh"),
+        "fleet_kwh": fleet_e.get("kwh"),
+        "kg_co2e": sum(kg) if None not in kg else None,
+        "exports_failed": s["exports_failed"],
+        "wall_s": s["wall_s"],
+    }
+
+
+def _rate(steps: dict[str, int], actors: dict[str, dict], busy: bool) -> float | None:
+    """Per actor: env steps / its loop's wall (less its idle time if ``busy``); the mean."""
+    secs = [actors[a]["wall"] - (actors[a].get("idle", 0.0) if busy else 0.0) for a in steps]
+    if not secs or min(secs) <= 0:
+        return None
+    return statistics.fmean(n / t for n, t in zip(steps.values(), secs, strict=True))
+
+
+# --- the table ---------------------------------------------------------------------------
+
+HEADERS = [
+    "arm", "seed",
+    "time to R (s)",          # learner wall s at the first recent_return >= R (metrics.csv)
+    "env steps at R",         # env steps received by then
+    "speed-up vs fp32",       # fp32's time to R / this arm's (same seed)
+    "final return",           # mean ± std of the deployed model's greedy eval (summary)
+    "actor steps/s",          # per actor: env steps / its loop's wall; mean over actors
+    "busy steps/s",           # the same over wall - idle: the actor's own speed
+    "actor idle %",           # fleet idle / fleet wall: waiting for credit, the broker
+    "inference µs/step",      # fleet inference s / env steps acted by a model (host clock)
+    "model load ms",          # fleet model_load s / (publishes loaded x actors)
+    "receive ms",             # fleet policy_receive s (decode, zlib, sha256) / the same
+    "publishes",
+    "final payload KB",       # the last bundle on the wire
+    "KB/publish",             # policy_bytes_total / publishes
+    "learner Wh", "fleet Wh", # summary energy: codecarbon (host), power model (boards)
+    "CO2 g",                  # learner + fleet kg CO2e, in g
+    "CO2 ratio vs fp32",      # fp32's CO2 / this arm's: > 1 is a saving
+    "exports failed", "wall s",
+]  # fmt: skip
+
+
+def _num(x: float | None, fmt: str, missing: str = "-") -> str:
+    return missing if x is None else format(x, fmt)
+
+
+def _ratio(ref: float | None, x: float | None) -> str:
+    return f"{ref / x:.2f}×" if ref and x else "-"
+
+
+def row(f: dict[str, Any], ref: dict[str, Any] | None) -> list[str]:
+    ref = ref or {}
+    ret = f["final_return"]
+    return [
+        f["precision"], str(f["seed"]),
+        _num(f["time_to_threshold_s"], ".1f", "not reached"),
+        _num(f["env_steps_at_threshold"], "d", "-"),
+        _ratio(ref.get("time_to_threshold_s"), f["time_to_threshold_s"]),
+        f"{ret:.1f} ± {f['final_return_std']:.1f}" if ret is not None else "-",
+        _num(f["actor_steps_per_s"], ".0f"),
+        _num(f["actor_busy_steps_per_s"], ".0f"),
+        _num(f["actor_idle_pct"], ".1f"),
+        _num(f["inference_us"], ".1f"),
+        _num(f["model_load_ms"], ".2f"),
+        _num(f["receive_ms"], ".2f"),
+        str(f["publishes"]),
+        _num(f["final_payload_bytes"] and f["final_payload_bytes"] / 1e3, ".1f"),
+        _num(f["mean_payload_bytes"] and f["mean_payload_bytes"] / 1e3, ".1f"),
+        _num(f["learner_kwh"] and f["learner_kwh"] * 1e3, ".4g"),
+        _num(f["fleet_kwh"] and f["fleet_kwh"] * 1e3, ".4g"),
+        _num(f["kg_co2e"] and f["kg_co2e"] * 1e3, ".4g"),
+        _ratio(ref.get("kg_co2e"), f["kg_co2e"]),
+        str(f["exports_failed"]), f"{f['wall_s']:.0f}",
+    ]  # fmt: skip
+
+
+def table(all_dirs: list[dict[str, Path]], threshold: float) -> tuple[str, list[dict]]:
+    rows, raw = [], []
+    for dirs in all_dirs:
+        figs = {p: figures(d, threshold) for p, d in dirs.items()}
+        rows += [row(f, figs.get("fp32")) for f in figs.values()]
+        raw += [{"run_dir": str(dirs[p]), **f} for p, f in figs.items()]
+    return md_table(HEADERS, rows), raw
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
+    p.add_argument("--threshold", type=float, default=None,
+                   help="return R for 'time to R' (default by env: " +
+                   ", ".join(f"{k} {v:g}" for k, v in THRESHOLDS.items()) + ")")  # fmt: skip
+    p.add_argument("--out", type=Path, default=None, help="default runs/actorq-<config stem>")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--quick", action="store_true", help="tiny budget smoke run (~2 min)")
+    p.add_argument("--reuse", action="store_true", help="skip arms that have a summary.json")
+    p.add_argument("--no-size-check", action="store_true", help="run arms that cannot ship")
+    p.add_argument("--poll", type=float, default=30.0, help="seconds between progress lines")
+    args = p.parse_args()
+    args.precisions = [x for x in PRECISIONS if x in args.precisions]  # fp32 first
+    args.config = args.config.resolve()
+    raw_cfg = yaml.safe_load(args.config.read_text())
+    algo, env_id = raw_cfg.get("algo", "dqn"), raw_cfg["env_id"]
+    threshold = args.threshold if args.threshold is not None else THRESHOLDS.get(env_id)
+    if threshold is None:
+        raise SystemExit(f"no default threshold for {env_id}: pass --threshold")
+    stem = f"actorq-{args.config.stem}{'-quick' if args.quick else ''}"
+    args.out = (args.out or ROOT / "runs" / stem).resolve()
+    problems = [] if args.no_size_check else size_problems(args, algo)
+    if problems:
+        raise SystemExit("policies that cannot be shipped:\n  " + "\n  ".join(problems))
+    all_dirs = [run_arms(args, algo, seed) for seed in args.seeds]
+    text, raw = table(all_dirs, threshold)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table.md").write_text(text + "\n")
+    (args.out / "results.json").write_text(
+        json.dumps({"threshold": threshold, "arms": raw}, indent=1)
+    )
+    print(f"\n{args.config.name}, R = {threshold:g} (" + " ".join(args.set) + ")\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
