@@ -35,19 +35,16 @@ import inspect
 import json
 import math
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _arms import ROOT, run_arms  # noqa: E402
 from _common import md_table  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]  # arms run here: board paths in configs resolve
-EDGE_RL = str(Path(sys.executable).parent / "edge-rl")  # the venv's console script
 PRECISIONS = ("fp32", "fp16", "int8")  # fp32 first: the reference of the ratios
 THRESHOLDS = {"CartPole-v1": 475.0, "HalfCheetah-v5": 5000.0, "Pendulum-v1": -200.0}
 BYTES_PER_WEIGHT = {"int8": 1, "fp16": 2, "fp32": 4}
@@ -82,44 +79,17 @@ def arm_args(args: argparse.Namespace, algo: str, precision: str) -> list[str]:
     return [*quick, *user, "--set", f"export.precision={precision}"]
 
 
-def run_arms(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Path]:
+def run_seed(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Path]:
     dirs = {p: args.out / f"{p}-s{seed}" for p in args.precisions}
-    procs = []
-    for p, d in dirs.items():
-        if args.reuse and (d / "summary.json").exists():
-            continue
-        d.mkdir(parents=True, exist_ok=True)
-        cmd = [EDGE_RL, "learn", "--config", str(args.config), "--out", str(d),
-               "--seed", str(seed), *arm_args(args, algo, p)]  # fmt: skip
-        log = open(d / "benchmark.log", "w")  # noqa: SIM115 - closed below
-        procs.append(
-            (p, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT), log)
-        )
-        print(f"started {p} seed {seed}: {d}", flush=True)
-    t0 = time.monotonic()
-    while any(proc.poll() is None for _, proc, _ in procs):
-        time.sleep(args.poll)
-        print(f"  {time.monotonic() - t0:6.0f} s  " + "  ".join(_progress(dirs)), flush=True)
-    failed = []
-    for p, proc, log in procs:
-        log.close()
-        if proc.returncode:
-            failed.append(f"{p} (exit {proc.returncode}, see {dirs[p] / 'benchmark.log'})")
-    if failed:
-        raise SystemExit(f"seed {seed}: arms failed: {', '.join(failed)}")
+    flags = ["--config", str(args.config), "--seed", str(seed)]
+    todo = {
+        p: (d, [*flags, *arm_args(args, algo, p)])
+        for p, d in dirs.items()
+        if not (args.reuse and (d / "summary.json").exists())
+    }
+    if todo:
+        run_arms(todo, poll=args.poll)
     return dirs
-
-
-def _progress(dirs: dict[str, Path]) -> list[str]:
-    """Each arm's last env_steps and recent_return from its metrics.csv."""
-    out = []
-    for p, d in dirs.items():
-        rows = _metrics(d)
-        last = rows[-1] if rows else {}
-        out.append(
-            f"{p}: {last.get('env_steps', 0)} steps, return {last.get('recent_return', '-')}"
-        )
-    return out
 
 
 # --- the size check ---------------------------------------------------------------------
@@ -349,7 +319,7 @@ def main() -> None:
     problems = [] if args.no_size_check else size_problems(args, algo)
     if problems:
         raise SystemExit("policies that cannot be shipped:\n  " + "\n  ".join(problems))
-    all_dirs = [run_arms(args, algo, seed) for seed in args.seeds]
+    all_dirs = [run_seed(args, algo, seed) for seed in args.seeds]
     text, raw = table(all_dirs, threshold)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table.md").write_text(text + "\n")

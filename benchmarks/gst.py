@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _arms import run_arms  # noqa: E402
 from _common import md_table  # noqa: E402
 
-EDGE_RL = str(Path(sys.executable).parent / "edge-rl")  # the venv's console script
 ARMS = {
     "dense": ["--set", "export.precision=fp32", "--set", "export.codec=zlib"],
     "iterative": ["--set", "compression.method=iterative", "--set", "export.codec=blocks",
@@ -49,49 +47,18 @@ QUICK = [
 ]  # fmt: skip
 
 
-def run_arms(args: argparse.Namespace, seed: int) -> dict[str, Path]:
+def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Path]:
     dirs = {arm: args.out / f"{arm}-s{seed}" for arm in args.arms}
-    procs = []
-    for arm, d in dirs.items():
-        if args.reuse and (d / "summary.json").exists():
-            continue
-        d.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            EDGE_RL,
-            "learn",
-            "--config",
-            str(args.config),
-            "--out",
-            str(d),
-            "--seed",
-            str(seed),
-            *ARMS[arm],
-            *(QUICK if args.quick else []),
-        ]
-        for kv in args.set:
-            cmd += ["--set", kv]
-        log = open(d / "benchmark.log", "w")  # noqa: SIM115 - closed below
-        procs.append((arm, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
-        print(f"started {arm} seed {seed}: {d}", flush=True)
-    t0 = time.monotonic()
-    while any(p.poll() is None for _, p, _ in procs):
-        time.sleep(30)
-        done = [json.loads(r) for r in _tail_rows(dirs)]
-        print(f"  {time.monotonic() - t0:6.0f} s  " + "  ".join(done), flush=True)
-    for arm, p, log in procs:
-        log.close()
-        if p.returncode:
-            raise SystemExit(f"{arm} seed {seed} failed (exit {p.returncode}): {dirs[arm]}")
+    user = [x for kv in args.set for x in ("--set", kv)]
+    flags = ["--config", str(args.config), "--seed", str(seed)]
+    todo = {
+        arm: (d, [*flags, *ARMS[arm], *(QUICK if args.quick else []), *user])
+        for arm, d in dirs.items()
+        if not (args.reuse and (d / "summary.json").exists())
+    }
+    if todo:
+        run_arms(todo, poll=args.poll)
     return dirs
-
-
-def _tail_rows(dirs: dict[str, Path]) -> list[str]:
-    """Progress: each arm's last env_steps from its metrics.csv."""
-    out = []
-    for arm, d in dirs.items():
-        lines = (d / "metrics.csv").read_text().splitlines() if (d / "metrics.csv").exists() else []
-        out.append(json.dumps(f"{arm}: {lines[-1].split(',')[1] if len(lines) > 1 else 0}"))
-    return out
 
 
 def publishes(d: Path) -> list[dict]:
@@ -163,9 +130,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny budget smoke run (~1 min)")
     p.add_argument("--reuse", action="store_true", help="skip arms that have a summary.json")
     p.add_argument("--plots", type=Path, default=None, help="directory for the PNGs")
+    p.add_argument("--poll", type=float, default=30.0, help="seconds between progress lines")
     args = p.parse_args()
-    args.out = args.out or Path("runs") / f"gst-{args.config.stem}{'-quick' if args.quick else ''}"
-    all_dirs = [run_arms(args, seed) for seed in args.seeds]
+    default = Path("runs") / f"gst-{args.config.stem}{'-quick' * args.quick}"
+    args.out = (args.out or default).resolve()
+    args.config = args.config.resolve()  # the arms run from the repository root
+    all_dirs = [run_seed(args, seed) for seed in args.seeds]
     print(f"\n{args.config} (" + " ".join(args.set) + ")\n")
     print(table(all_dirs))
     if args.plots:

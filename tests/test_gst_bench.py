@@ -1,0 +1,45 @@
+"""benchmarks/gst.py at a tiny budget: three real arms, one table consistent with the runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def table_rows(stdout: str) -> dict[str, dict[str, str]]:
+    lines = [x for x in stdout.splitlines() if x.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [dict(zip(header, (c.strip() for c in x.strip("|").split("|")), strict=True))
+            for x in lines[2:]]  # fmt: skip
+    return {r["arm"]: r for r in rows}
+
+
+@pytest.mark.slow
+def test_gst_benchmark_quick(tmp_path, mosquitto_available):
+    out = tmp_path / "gst"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gst.py"), "--config",
+         str(ROOT / "examples" / "cartpole_dqn.yaml"), "--quick", "--out", str(out),
+         "--poll", "2", "--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = table_rows(proc.stdout)
+    assert set(rows) == {"dense", "iterative", "gst"}
+    for arm, row in rows.items():
+        s = json.loads((out / f"{arm}-s0" / "summary.json").read_text())
+        comp = s["compression"] or {"average_ratio": 0.0}
+        avg = 100 * comp["average_ratio"]
+        assert float(row["avg compression %"]) == pytest.approx(avg, abs=0.06)
+        assert float(row["bytes sent (KB)"].replace(",", "")) == pytest.approx(
+            s["policy_bytes_total"] / 1e3, abs=0.6
+        )
+        assert int(row["publishes"]) == s["publishes"] >= 1
+    assert s["compression"]["method"] == "gst" and rows["gst"]["total vs dense"].endswith("×")
+    assert float(rows["gst"]["avg compression %"]) > 50.0  # circulant from the first update
