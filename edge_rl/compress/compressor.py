@@ -22,7 +22,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from edge_rl.compress.circulant import expand_circulant
+from edge_rl.compress.circulant import expand_circulant, project_to_block_circulant
 from edge_rl.compress.config import CompressionConfig
 from edge_rl.compress.controller import RewardAwareController, RewardAwareSchedule
 from edge_rl.compress.kernels import KernelConstraint
@@ -213,9 +213,7 @@ class Compressor:
         b = self.config.block_size
         shifts = []
         for kernel, mask in zip(self.constraint.kernels, self.constraint.masked.masks, strict=True):
-            w = kernel.numpy()
-            p, q = w.shape[0] // b, w.shape[1] // b
-            vectors = w.reshape(p, b, q, b)[:, 0, :, :]  # exact: the kernel is circulant
+            vectors = project_to_block_circulant(kernel.numpy(), b)  # [in/b, out/b, b]
             t = transition(
                 vectors, self.plan.method, self.plan.pruning_block_size,
                 initial_sparsity=self.controller.target_sparsity,
