@@ -12,6 +12,7 @@ Each thread's wall time is split into buckets by its own LapClock (telemetry/bre
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -107,7 +108,6 @@ class LearnerNode:
         self._episodes_seen = 0  # fleet episodes whose return the compressor has seen
         self.policy_bytes_total = 0  # payload bytes of every policy published (per subscriber)
         self.publishes = 0
-        self._compression_of: dict[int, float] = {}  # policy version -> compression ratio
         self._clocks = breakdown.learner_clocks()  # per thread: main, ingest, exporter
         self._clock = self._clocks["main"]
         self.carbon = HostCarbon(cfg.energy, run_dir)  # fails here on an unknown country
@@ -281,9 +281,9 @@ class LearnerNode:
         for r in returns:
             compressor.observe_return(r)
 
-    def _compression(self) -> float:
+    def _compression(self) -> float | None:
         c = self.agent.compressor
-        return float("nan") if c is None else round(c.ratios().network, 4)
+        return None if c is None else round(c.ratios().network, 4)
 
     def _export_and_publish(self, wait: bool = False) -> None:
         """Export the policy network; in the background unless ``wait``.
@@ -322,7 +322,7 @@ class LearnerNode:
         version: int,
         step: int,
         exploration: dict[str, float],
-        compression: float,
+        compression: float | None,
         *,
         clock: breakdown.LapClock,  # of the thread this runs on
     ) -> None:
@@ -334,8 +334,10 @@ class LearnerNode:
             self.publisher.failed += 1
             log.exception("export v%d failed", version)
         clock.lap("export")
+        if published is not None:
+            published = dataclasses.replace(published, compression=compression)
         if published is not None and self._publish(published):
-            self._log_publish(published, compression)
+            self._log_publish(published)
             clock.lap("publish")
             every = self.cfg.select_every
             if every and version % every == 0:
@@ -361,12 +363,11 @@ class LearnerNode:
         self.publisher.save(published)
         return True
 
-    def _log_publish(self, published: Published, compression: float) -> None:
+    def _log_publish(self, published: Published) -> None:
         """One line per publish in publishes.jsonl: what every broadcast cost on the wire."""
         m = published.bundle.manifest
         self.policy_bytes_total += len(published.payload)
         self.publishes += 1
-        self._compression_of[m.policy_version] = compression
         record = {
             "policy_version": m.policy_version,
             "learner_step": m.learner_step,
@@ -374,7 +375,7 @@ class LearnerNode:
             "payload_bytes": len(published.payload),
             "model_bytes": m.model_size,
             "codec": m.codec,
-            "compression": None if math.isnan(compression) else compression,
+            "compression": published.compression,
         }
         with open(self.run_dir / "publishes.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
@@ -422,7 +423,7 @@ class LearnerNode:
         self._clock.lap("publish")
         if published:
             self.deployed_from = best.bundle.manifest.policy_version
-            self._log_publish(again, self._compression_of.get(self.deployed_from, math.nan))
+            self._log_publish(again)
             log.info(
                 "deployed v%d: the weights of v%d (score %.1f) over the last v%d (%.1f)",
                 self.version, self.deployed_from, best_score, v_last, score,

@@ -33,6 +33,9 @@ class Published:
     model: bytes  # uncompressed .tflite
     parity: dict[str, float]  # the algorithm's parity figures (see nodes/algos.py)
     export_seconds: float
+    # Network compression ratio of the exported snapshot (None without compression); set
+    # by the learner, and carried along when reversion() redeploys these weights.
+    compression: float | None = None
 
 
 def snapshot(network: Any) -> Any:
