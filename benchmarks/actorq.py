@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import inspect
 import json
 import math
 import statistics
@@ -95,13 +94,10 @@ def run_seed(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Path]:
 # --- the size check ---------------------------------------------------------------------
 
 
-def mqtt_packet_limit() -> int:
-    """What ``LearnerNode``'s MQTT client refuses to publish past (payload + topic + 64).
-    Not in the run config: the learner uses ``MqttTransport``'s default, and the embedded
-    Mosquitto its own ``max_packet_size`` default, both 2,000,000 bytes."""
-    from edge_rl.transport.mqtt import MqttTransport
-
-    return int(inspect.signature(MqttTransport).parameters["max_packet_size"].default)
+def mqtt_packet_limit(cfg: Any) -> int:
+    """What the learner's MQTT client refuses to publish past (payload + topic + 64), and
+    the embedded Mosquitto's max_packet_size: ``transport.max_packet_bytes``."""
+    return int(cfg.transport.max_packet_bytes)
 
 
 def policy_weights(cfg: Any) -> int:
@@ -134,11 +130,12 @@ def size_problems(args: argparse.Namespace, algo: str) -> list[str]:
         board_path = board_file(cfg.fleet.board)
         board = load_board(board_path if board_path.is_absolute() else ROOT / board_path)
         model = policy_weights(cfg) * BYTES_PER_WEIGHT[p]
-        if model * ZLIB_BEST > mqtt_packet_limit():
+        limit = mqtt_packet_limit(cfg)
+        if model * ZLIB_BEST > limit:
             problems.append(
-                f"{p}: a ~{model / 1e6:.1f} MB model does not fit the {mqtt_packet_limit():,}-"
-                "byte MQTT packet limit (MqttTransport and EmbeddedBroker max_packet_size; "
-                "not settable from the run config): every export would fail to publish"
+                f"{p}: a ~{model / 1e6:.1f} MB model does not fit the {limit:,}-byte MQTT "
+                "packet limit: every export would fail to publish (raise "
+                "transport.max_packet_bytes)"
             )
         if model > board.max_policy_bytes:
             problems.append(

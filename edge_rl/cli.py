@@ -130,7 +130,13 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
 
     with ExitStack() as stack:
         if broker is None:
-            embedded = stack.enter_context(EmbeddedBroker(kind=embedded_kind, log_dir=run_dir))
+            embedded = stack.enter_context(
+                EmbeddedBroker(
+                    kind=embedded_kind,
+                    log_dir=run_dir,
+                    max_packet_size=cfg.transport.max_packet_bytes,
+                )
+            )
             broker = embedded.url
             log.info("embedded %s broker on %s", embedded.kind, broker)
         fleet = None

@@ -16,6 +16,8 @@ from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorF
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
 
+MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
+
 
 @dataclass(frozen=True)
 class FleetConfig:
@@ -32,10 +34,20 @@ class TransportConfig:
     root: str = "edge-rl"  # topics live under <root>/<run>/
     max_payload_bytes: int = 1_000_000  # larger transition batches are rejected
     ingest_queue: int = 2_000  # payloads buffered between paho's thread and ingest
+    # Largest MQTT packet: the embedded broker's max_packet_size and what the learner's
+    # client publishes at most (a policy bundle is one packet). Raise it for policies past
+    # ~1.9 MB (a 3x2048 MLP: 8.5 MB int8, 34 MB fp32); an external broker needs the same
+    # max_packet_size (host/mosquitto.conf), and each board its max_policy_bytes.
+    max_packet_bytes: int = 2_000_000
 
     def __post_init__(self) -> None:
         if self.max_payload_bytes < 1024 or self.ingest_queue < 1:
             raise ValueError("transport.max_payload_bytes >= 1024 and ingest_queue >= 1")
+        if not self.max_payload_bytes + 1024 <= self.max_packet_bytes <= MQTT_MAX_PACKET:
+            raise ValueError(
+                f"transport.max_packet_bytes must be in [max_payload_bytes + 1024, "
+                f"{MQTT_MAX_PACKET:,}] (MQTT's limit), got {self.max_packet_bytes:,}"
+            )
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,7 @@ class LearnerNode:
             ],
             on_message=self._on_message,
             on_connect=self._on_connect,
+            max_packet_size=cfg.transport.max_packet_bytes,
         )
 
     # --- network thread: hand over, never work ---------------------------------------
@@ -152,7 +153,8 @@ class LearnerNode:
         elif topic == self.topics.policy:
             # A retained policy from an earlier learner of this run: keep versions monotonic.
             try:
-                v = codec.decode_policy(payload).manifest.policy_version
+                bundle = codec.decode_policy(payload, self.cfg.transport.max_packet_bytes)
+                v = bundle.manifest.policy_version
                 self.version = max(self.version, v)
             except codec.CodecError:
                 pass
@@ -351,7 +353,7 @@ class LearnerNode:
             sent = self.transport.publish(self.topics.policy, published.payload, retain=True)
         except ValueError as e:  # larger than the broker accepts: keep the previous policy
             self.publisher.failed += 1
-            log.warning("policy v%d not published: %s", version, e)
+            log.warning("policy v%d not published: %s (transport.max_packet_bytes)", version, e)
             return False
         if not sent:
             log.warning("policy v%d not published: broker not connected", version)
