@@ -63,6 +63,10 @@ class ExportConfig:
     # max 0.44-0.67 while the mean is 0.01-0.05), hence the loose default for the maximum.
     max_action_error: float = 0.75
     mean_action_error: float = 0.06
+    # max_action_error applies to this quantile, over the held-out observations, of each
+    # one's largest error: 1.0 is the maximum; 0.99 lets 1 % of observations (a dimension
+    # flipped at a tanh knee) exceed it.
+    action_error_quantile: float = 1.0
     # Compression of the model in the bundle. "blocks" also stores zero and circulant
     # blocks of the weight matrices compactly (edge_rl.transport.blocks): use it with
     # compression.method gst or iterative.
@@ -82,6 +86,10 @@ class ExportConfig:
             raise ValueError("export.min_greedy_agreement must be in [0, 1]")
         if self.max_action_error <= 0 or self.mean_action_error <= 0:
             raise ValueError("export.max_action_error and mean_action_error must be > 0")
+        if not 0.5 <= self.action_error_quantile <= 1.0:
+            raise ValueError(
+                f"export.action_error_quantile must be in [0.5, 1]: {self.action_error_quantile}"
+            )
         if self.codec not in ("zlib", "none", "blocks"):
             raise ValueError(f"export.codec must be zlib, none or blocks: {self.codec!r}")
 

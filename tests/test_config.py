@@ -37,3 +37,9 @@ def test_energy_defaults_and_a_full_block():
 def test_bad_energy_config_is_rejected(energy, match):
     with pytest.raises(ValueError, match=match):
         _cfg(energy)
+
+
+@pytest.mark.parametrize("q", [0.4, 1.01])
+def test_action_error_quantile_out_of_range_is_refused(q):
+    with pytest.raises(ValueError, match="action_error_quantile"):
+        run_config_from_dict({"env_id": "Pendulum-v1", "export": {"action_error_quantile": q}})

@@ -126,10 +126,13 @@ class TD3Algo(Algo):
     def check(
         self, exported: ExportedModel, model: Any, obs: np.ndarray
     ) -> tuple[bool, dict[str, float]]:
-        r = check_action_parity(exported, model, obs, self.half_range)
         e = self.cfg.export
-        ok = r.max_error <= e.max_action_error and r.mean_error <= e.mean_action_error
-        return ok, {"max_action_error": r.max_error, "mean_action_error": r.mean_error}
+        r = check_action_parity(exported, model, obs, self.half_range, e.action_error_quantile)
+        ok = r.passes(e.max_action_error, e.mean_action_error)
+        figures = {"max_action_error": r.max_error, "mean_action_error": r.mean_error}
+        if e.action_error_quantile < 1.0:
+            figures[f"q{e.action_error_quantile:g}_action_error"] = r.quantile_error
+        return ok, figures
 
 
 def make_algo(cfg: RunConfig, spec: EnvSpec) -> Algo:

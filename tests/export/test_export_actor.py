@@ -82,6 +82,24 @@ def test_action_parity_on_held_out_observations(
     assert report.max_error <= max_error and report.mean_error <= mean_error, report
 
 
+def test_a_quantile_gate_passes_an_export_that_a_few_observations_fail_on_the_maximum(
+    exports: dict[str, ExportedModel], actor: keras.Model
+) -> None:
+    obs = _obs(400, seed=3)
+    obs[:3] *= 50.0  # 3 of 400 far outside the calibration range: int8 clips them
+    half = (HIGH - LOW) / 2
+    full = check_action_parity(exports["int8"], actor, obs, half)
+    q99 = check_action_parity(exports["int8"], actor, obs, half, quantile=0.99)
+    # each observation's largest error, in fractions of the half-range, computed here
+    errors = (np.abs(_run_raw(exports["int8"].tflite, obs) - actor(obs).numpy()) / half).max(1)
+    assert full.quantile_error == full.max_error == pytest.approx(errors.max(), abs=1e-6)
+    assert q99.quantile_error == pytest.approx(np.quantile(errors, 0.99), abs=1e-6)
+    assert q99.max_error == full.max_error and q99.quantile_error < full.max_error
+    gate = (q99.quantile_error + full.max_error) / 2  # between the two statistics
+    assert q99.passes(gate, 1.0) and not full.passes(gate, 1.0)
+    assert not q99.passes(gate, q99.mean_error / 2)  # the mean gate still applies
+
+
 def test_int8_actor_is_int8_inside_with_a_float_rescale(exports: dict[str, ExportedModel]) -> None:
     interp = Interpreter(
         model_content=exports["int8"].tflite,
