@@ -171,6 +171,21 @@ def time_to(d: Path, threshold: float) -> tuple[float, int] | None:
     return None
 
 
+def greedy_time_to(d: Path, scores: dict[str, float], threshold: float) -> tuple[float, int] | None:
+    """(wall_s, env_steps) when the first policy whose selection score (greedy episodes on
+    the host, ``summary.json`` ``selection_scores``) reaches ``threshold`` was published:
+    its env steps from publishes.jsonl, the wall time of the first metrics.csv row there."""
+    at = {p["policy_version"]: p["env_steps"] for p in publishes(d) if "policy_version" in p}
+    good = sorted(int(v) for v, score in scores.items() if score >= threshold and int(v) in at)
+    if not good:
+        return None
+    env_steps = at[good[0]]
+    for row in _metrics(d):
+        if int(row["env_steps"]) >= env_steps:
+            return float(row["wall_s"]), env_steps
+    return None
+
+
 def figures(d: Path, threshold: float) -> dict[str, Any]:
     """The raw numbers of one arm: summary.json, metrics.csv and publishes.jsonl."""
     s = json.loads((d / "summary.json").read_text())
@@ -189,11 +204,14 @@ def figures(d: Path, threshold: float) -> dict[str, Any]:
     learner, fleet_e = energy.get("learner") or {}, energy.get("fleet") or {}
     kg = [learner.get("kg_co2e"), fleet_e.get("kg_co2e")]
     reached = time_to(d, threshold)
+    greedy = greedy_time_to(d, s.get("selection_scores") or {}, threshold)
     return {
         "precision": s["policy_precision"],
         "seed": s["seed"],
         "time_to_threshold_s": reached and reached[0],
         "env_steps_at_threshold": reached and reached[1],
+        "greedy_time_to_threshold_s": greedy and greedy[0],
+        "greedy_env_steps_at_threshold": greedy and greedy[1],
         "final_return": s["final_eval_return"],
         "final_return_std": s["final_eval_return_std"],
         "eval_episodes": s["eval_episodes"],
@@ -229,6 +247,9 @@ HEADERS = [
     "time to R (s)",          # learner wall s at the first recent_return >= R (metrics.csv)
     "env steps at R",         # env steps received by then
     "speed-up vs fp32",       # fp32's time to R / this arm's (same seed)
+    "greedy: time to R (s)",  # wall s when the first policy scoring >= R was published
+    "greedy: env steps at R", # (selection score: greedy episodes on the host, LiteRT)
+    "greedy: speed-up",       # fp32's greedy time to R / this arm's
     "final return",           # mean ± std of the deployed model's greedy eval (summary)
     "actor steps/s",          # per actor: env steps / its loop's wall; mean over actors
     "busy steps/s",           # the same over wall - idle: the actor's own speed
@@ -262,6 +283,9 @@ def row(f: dict[str, Any], ref: dict[str, Any] | None) -> list[str]:
         _num(f["time_to_threshold_s"], ".1f", "not reached"),
         _num(f["env_steps_at_threshold"], "d", "-"),
         _ratio(ref.get("time_to_threshold_s"), f["time_to_threshold_s"]),
+        _num(f["greedy_time_to_threshold_s"], ".1f", "not reached"),
+        _num(f["greedy_env_steps_at_threshold"], "d", "-"),
+        _ratio(ref.get("greedy_time_to_threshold_s"), f["greedy_time_to_threshold_s"]),
         f"{ret:.1f} ± {f['final_return_std']:.1f}" if ret is not None else "-",
         _num(f["actor_steps_per_s"], ".0f"),
         _num(f["actor_busy_steps_per_s"], ".0f"),

@@ -45,9 +45,16 @@ def number(cell: str) -> float:
 # --- fast: one arm's figures from hand-made files ------------------------------------------
 
 
-def write_run(d: Path, precision: str, returns: list[float | None], kg: float) -> Path:
+def write_run(
+    d: Path,
+    precision: str,
+    returns: list[float | None],
+    kg: float,
+    scores: dict[str, float] | None = None,
+) -> Path:
     """A run directory with one metrics row per second (recent_return ``returns``), two
-    actors of 1000 env steps each, and three publishes (the last after the budget)."""
+    actors of 1000 env steps each, three publishes (the last after the budget) at env steps
+    200, 1200, 2000, and the selection ``scores`` (policy version -> greedy return)."""
     d.mkdir(parents=True)
     with open(d / "metrics.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -56,7 +63,10 @@ def write_run(d: Path, precision: str, returns: list[float | None], kg: float) -
             w.writerow([f"{i:.2f}", 100 * i, "nan" if r is None else r])
     pubs = [(200, 4000), (1200, 4000), (2000, 3000)]  # (env_steps, payload_bytes)
     (d / "publishes.jsonl").write_text(
-        "".join(json.dumps({"env_steps": e, "payload_bytes": b}) + "\n" for e, b in pubs)
+        "".join(
+            json.dumps({"policy_version": v, "env_steps": e, "payload_bytes": b}) + "\n"
+            for v, (e, b) in enumerate(pubs, start=1)
+        )
     )
     actor = {"wall": 20.0, "idle": 15.0, "inference": 0.9, "model_load": 0.03,
              "policy_receive": 0.006}  # fmt: skip
@@ -64,7 +74,7 @@ def write_run(d: Path, precision: str, returns: list[float | None], kg: float) -
         "policy_precision": precision, "seed": 0, "env_steps": 2000, "wall_s": 21.0,
         "final_eval_return": 480.0, "final_eval_return_std": 12.5, "eval_episodes": 10,
         "publishes": 3, "policy_payload_bytes": 3000, "policy_bytes_total": 11000,
-        "exports_failed": 1,
+        "exports_failed": 1, "selection_scores": scores or {},
         "actors": {"a": {"env_steps": 1000}, "b": {"env_steps": 1000}},
         "runtime_breakdown": {
             "actors": {"a": actor, "b": actor},
@@ -95,6 +105,22 @@ def test_figures_of_one_arm(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("scores", "expected"),
+    [
+        ({"1": 100.0, "2": 500.0}, (12.0, 1200)),  # v2 published at 1200 steps: row 12
+        ({"2": 500.0, "1": 475.0}, (2.0, 200)),  # the first version, not the first key
+        ({"1": 474.9, "3": 500.0}, None),  # v3 came at 2000 steps: past the last row
+        ({}, None),
+    ],
+)
+def test_greedy_time_to_threshold(tmp_path, scores, expected):
+    d = write_run(tmp_path / "int8", "int8", [None, *[1.0] * 14], kg=1e-4, scores=scores)
+    f = actorq.figures(d, threshold=475.0)
+    got = (f["greedy_time_to_threshold_s"], f["greedy_env_steps_at_threshold"])
+    assert got == (expected or (None, None))
+
+
+@pytest.mark.parametrize(
     ("fp32_returns", "arm_returns", "speed_up", "arm_time"),
     [
         ([None, 1, 1, 1, 500], [None, 1, 500], "2.00×", "2.0"),  # 4 s against 2 s
@@ -115,17 +141,23 @@ def test_ratios_against_fp32(tmp_path, fp32_returns, arm_returns, speed_up, arm_
 
 
 def test_size_check_refuses_policies_that_cannot_ship():
-    def problems(config: str, quick: bool = False) -> list[str]:
+    def problems(config: str, quick: bool = False, sets: list[str] = ()) -> list[str]:
         args = argparse.Namespace(
-            config=ROOT / config, quick=quick, set=[], precisions=list(actorq.PRECISIONS)
+            config=ROOT / config, quick=quick, set=list(sets), precisions=list(actorq.PRECISIONS)
         )
         return actorq.size_problems(args, "dqn" if "cartpole" in config else "td3")
 
     assert problems("examples/cartpole_dqn.yaml") == []
-    large = problems("benchmarks/configs/cartpole_dqn_large.yaml")
-    # Every precision of a 3x2048 network is past the 2 MB MQTT packet limit.
-    assert [p.split(":")[0] for p in large] == ["fp32", "fp16", "int8"]
-    assert all("MQTT packet limit" in p for p in large)
+    large = "benchmarks/configs/cartpole_dqn_large.yaml"
+    assert problems(large) == []  # transport.max_packet_bytes 36 MB, a 40 MB board
+    # At the default 2 MB packet limit every precision of a 3x2048 network is refused,
+    with_2mb = problems(large, sets=["transport.max_packet_bytes=2000000"])
+    assert [p.split(":")[0] for p in with_2mb] == ["fp32", "fp16", "int8"]
+    assert all("MQTT packet limit" in p for p in with_2mb)
+    # and on the stock Pi 4 board (8 MB) even the int8 model (8.4 M weights) is too big.
+    stock = problems(large, sets=["fleet.board=rpi4"])
+    assert [p.split(":")[0] for p in stock] == ["fp32", "fp16", "int8"]
+    assert all("max_policy_bytes 8,000,000" in p for p in stock)
     # --quick shrinks the networks to 64-64: the large config's files still get a smoke run.
     assert problems("benchmarks/configs/cartpole_dqn_large.yaml", quick=True) == []
 
@@ -199,6 +231,9 @@ def test_table_matches_the_run_directories(quick_run):
         else:
             assert number(r["time to R (s)"]) == pytest.approx(float(first["wall_s"]), abs=0.051)
             assert number(r["env steps at R"]) == int(first["env_steps"])
+
+        if not s["selection_scores"]:  # --quick turns selection off: no greedy scores
+            assert r["greedy: time to R (s)"] == "not reached"
 
         actors = s["runtime_breakdown"]["actors"]
         rate = [s["actors"][a]["env_steps"] / b["wall"] for a, b in actors.items()]
