@@ -6,8 +6,9 @@
 
 Credit, once granted, cannot be taken back (an actor may already have used it), so a
 grant only ever grows. What is neither received nor already granted is shared evenly among
-the known actors; the sum of all grants never exceeds ``allowed``, so a fleet can never
-overshoot the budget the learner sets. No TensorFlow, no I/O: a pure ledger.
+the known actors (a remainder to those granted least); the sum of all grants never exceeds
+``allowed``, so a fleet can never overshoot the budget the learner sets. No TensorFlow, no
+I/O: a pure ledger.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class CreditLedger:
         available = allowed - received - outstanding
         if available > 0 and known:
             share, extra = divmod(available, len(known))
-            for i, a in enumerate(known):
-                self.granted[a] += share + (i < extra)
+            # The remainder goes to the actors granted least so far. (Giving it to the first
+            # in name order starved the others when the learner frees fewer steps per grant
+            # than there are actors: a slow learner freed 1-2 steps each time, and sim-00 and
+            # sim-01 took every one of them.)
+            behind = sorted(known, key=lambda a: (self.granted[a], a))[:extra]
+            for a in known:
+                self.granted[a] += share + (a in behind)
         return {a: self.granted[a] for a in known}

@@ -46,3 +46,17 @@ def test_random_schedules_stay_within_budget(seed):
             produced[a] = max(produced[a], min(credits[a], produced[a] + int(rng.integers(0, 30))))
             delivered[a] = min(produced[a], delivered[a] + int(rng.integers(0, 30)))
         assert sum(produced.values()) <= allowed
+
+
+def test_a_trickle_of_credit_reaches_every_actor():
+    """A slow learner frees fewer steps per grant than there are actors: each actor must
+    still get its turn (the remainder once always went to the first names)."""
+    ledger, actors = CreditLedger(), ["sim-00", "sim-01", "sim-02", "sim-03"]
+    delivered = dict.fromkeys(actors, 0)
+    allowed = 2000
+    for tick in range(3000):
+        allowed += 1 + tick % 2  # 1-2 steps per grant
+        credits = ledger.grant(allowed, sum(delivered.values()), delivered, actors)
+        delivered = dict(credits)  # every actor uses all it has at once
+    steps = sorted(delivered.values())
+    assert sum(steps) == allowed and steps[-1] - steps[0] <= 1, delivered
