@@ -94,12 +94,6 @@ def run_seed(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Path]:
 # --- the size check ---------------------------------------------------------------------
 
 
-def mqtt_packet_limit(cfg: Any) -> int:
-    """What the learner's MQTT client refuses to publish past (payload + topic + 64), and
-    the embedded Mosquitto's max_packet_size: ``transport.max_packet_bytes``."""
-    return int(cfg.transport.max_packet_bytes)
-
-
 def policy_weights(cfg: Any) -> int:
     """Weights and biases of the deployed network (a Dense stack) from the config's sizes."""
     from edge_rl.edge.envs import make_env
@@ -130,7 +124,7 @@ def size_problems(args: argparse.Namespace, algo: str) -> list[str]:
         board_path = board_file(cfg.fleet.board)
         board = load_board(board_path if board_path.is_absolute() else ROOT / board_path)
         model = policy_weights(cfg) * BYTES_PER_WEIGHT[p]
-        limit = mqtt_packet_limit(cfg)
+        limit = cfg.transport.max_packet_bytes  # the learner's client and embedded broker
         if model * ZLIB_BEST > limit:
             problems.append(
                 f"{p}: a ~{model / 1e6:.1f} MB model does not fit the {limit:,}-byte MQTT "

@@ -66,9 +66,9 @@ class ActionParityReport:
     quantile: float = 1.0
     quantile_error: float = 0.0
 
-    def passes(self, max_error: float, mean_error: float) -> bool:
-        """The export gate: ``quantile_error <= max_error`` and ``mean_error <= mean_error``."""
-        return self.quantile_error <= max_error and self.mean_error <= mean_error
+    def passes(self, max_allowed: float, mean_allowed: float) -> bool:
+        """The export gate: quantile_error <= max_allowed and mean_error <= mean_allowed."""
+        return self.quantile_error <= max_allowed and self.mean_error <= mean_allowed
 
 
 def check_action_parity(
