@@ -112,6 +112,8 @@ class ActorStatus:
     batches_sent: int = 0
     batches_dropped: int = 0
     policies_rejected: int = 0
+    control_rejected: int = 0  # control messages that failed to decode
+    transitions_oversize: int = 0  # in batches over the board's max_batch_bytes: not sent
     env_steps_per_s: float = 0.0
     recent_return: float | None = None
     time_unix: float = 0.0

@@ -252,6 +252,8 @@ class ActorNode:
             batches_sent=self.batches_sent,
             batches_dropped=self.spool.dropped_batches,
             policies_rejected=sum(self.slot.rejected.values()),
+            control_rejected=self.control_rejected,
+            transitions_oversize=self.oversize_dropped,
             env_steps_per_s=round(self.steps_per_s, 1),
             recent_return=float(np.mean(self._returns)) if self._returns else None,
             time_unix=time.time(),

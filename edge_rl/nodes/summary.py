@@ -62,6 +62,11 @@ def run_summary(node: LearnerNode, result: EvalResult | None) -> dict[str, Any]:
                 "env_steps": a.env_steps,
                 "transitions_sent": a.transitions_sent,
                 "policy_version": a.policy_version,
+                # what the actor refused or could not send, by its own count
+                "batches_dropped": a.batches_dropped,
+                "policies_rejected": a.policies_rejected,
+                "control_rejected": a.control_rejected,
+                "transitions_oversize": a.transitions_oversize,
             }
             for a in node.actors.values()
         },

@@ -74,6 +74,10 @@ def attack(client, topics: Topics, node, stop: threading.Event, sent: list[str])
         client.publish(topics.transitions("evil"), payload, qos=1).wait_for_publish(5)
         sent.append(reason)
         time.sleep(0.3)
+    if not stop.is_set():  # not retained: the learner's own control message stays in force
+        bad = codec.MAGIC_CONTROL + b"\x01\x00 not a header"
+        client.publish(topics.control, bad, qos=1).wait_for_publish(5)
+        sent.append("bad_control")
 
 
 def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_path):
@@ -122,8 +126,11 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
 
     # Malformed payloads: rejected, counted by reason, never in replay, training went on.
     assert sent, "the attacker did not get to publish"
-    for reason in sent:
+    assert sent[-1] == "bad_control", sent
+    for reason in sent[:-1]:
         assert summary["batches_rejected"].get(reason) == 1, summary["batches_rejected"]
+    # ... and a malformed control message is ignored and counted by every actor.
+    assert [a["control_rejected"] for a in actors.values()] == [1, 1], actors
     assert summary["transitions_rejected"] >= 2  # the NaN batch declared 2 transitions
 
     # Model selection: what is deployed at the end is the best-scoring policy seen.
