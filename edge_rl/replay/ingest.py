@@ -100,7 +100,20 @@ class Ingest:
             batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
             if batch.actor_id != self.topics.actor_of(topic):
                 raise CodecError("actor_mismatch", f"{batch.actor_id!r} published on {topic}")
-            latest = self.latest_version()
+        except CodecError as e:
+            self._reject(e, payload)  # seq unread or untrusted: a gap stays a gap
+            return False
+        key = (batch.actor_id, batch.session)
+        tracker = self._seqs.setdefault(key, SeqTracker())
+        if not tracker.first_time(batch.seq):
+            with self.lock:
+                self.stats.duplicate_batches += 1
+                self.stats.duplicate_transitions += len(batch)
+            return False
+        # A well-formed batch from its own actor: seen from here on, so a version reject
+        # below is counted as rejected, not also as missing, and its resend as a duplicate.
+        latest = self.latest_version()
+        try:
             if batch.policy_version > latest:
                 raise CodecError("unknown_policy", f"v{batch.policy_version} > latest v{latest}")
             if (
@@ -112,13 +125,6 @@ class Ingest:
                 )
         except CodecError as e:
             self._reject(e, payload)
-            return False
-        key = (batch.actor_id, batch.session)
-        tracker = self._seqs.setdefault(key, SeqTracker())
-        if not tracker.first_time(batch.seq):
-            with self.lock:
-                self.stats.duplicate_batches += 1
-                self.stats.duplicate_transitions += len(batch)
             return False
         self.replay.add(batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
         self._count_episodes(key, batch.reward, batch.terminated | batch.truncated)

@@ -108,6 +108,10 @@ def test_ingest_staleness_filter():
     assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=7)))
     assert ing.stats.rejected["stale"] == 1 and ing.stats.rejected_transitions == 4
     assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=8, seq=1)))
+    # The stale batch was seen: rejected, not missing; its resend is a duplicate.
+    assert ing.missing_batches == 0
+    assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=7)))
+    assert ing.stats.rejected["stale"] == 1 and ing.stats.duplicate_batches == 1
 
 
 def test_ingest_never_raises_on_an_unexpected_error(monkeypatch):
