@@ -5,7 +5,8 @@
         ...              # fleet.alive() is False once every process has exited
 
 Each member is the same code path a real board runs; only the board file's emulation
-section (a compute slow-down) makes this host behave like that board.
+section (a compute slow-down) makes this host behave like that board. Members get SIGTERM
+when the process that started them dies, however it died (Linux; ``die_with_parent``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from edge_rl.transport.broker import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,11 @@ class Fleet:
             if self.log_dir is not None:
                 out = open(self.log_dir / f"{actor_id}.log", "w")  # noqa: SIM115
                 self._logs.append(out)
-            self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
+            # A learner killed outright must not leave actors running with nobody to train.
+            proc = subprocess.Popen(
+                die_with_parent(cmd), stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+            self.procs.append(proc)
         log.info("fleet: started %d actors (%s) on %s", self.n, self.board.stem, self.broker)
         return self
 

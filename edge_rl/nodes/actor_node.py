@@ -120,8 +120,11 @@ class ActorNode:
         self.clock.restart()  # the breakdown's wall time starts here
         self.transport.start()
         self.slot.start()
-        if not self.transport.wait_connected(30):
-            log.warning("no broker at %s yet; still trying", self.opts.broker)
+        deadline = time.monotonic() + 30  # a stop (SIGTERM) ends the wait
+        while not self.transport.wait_connected(0.1) and self.run_state != "stopped":
+            if time.monotonic() > deadline:
+                log.warning("no broker at %s yet; still trying", self.opts.broker)
+                break
         try:
             self._loop()
         finally:

@@ -9,9 +9,9 @@ no ``--broker`` is given::
 
 Both brokers run in a child process, so a busy learner never shares a GIL or an
 event loop with its broker. Stopping is terminate → wait → kill; ``atexit`` (via
-``weakref.finalize``) stops a broker whose owner forgot to. An amqtt child also
-exits when its parent dies (it watches its stdin pipe); a Mosquitto child does
-not, so a ``kill -9`` of the owner leaves it running until killed by pid.
+``weakref.finalize``) stops a broker whose owner forgot to. Either child also exits
+when its owner dies, however it died (``kill -9`` included): amqtt watches its stdin
+pipe, Mosquitto is started under ``setpriv --pdeathsig TERM`` (see ``die_with_parent``).
 
 Differences that matter to callers:
 
@@ -59,6 +59,18 @@ _MOSQUITTO_FALLBACK_DIRS = ("/usr/sbin", "/usr/local/sbin", "/opt/homebrew/sbin"
 
 class BrokerError(RuntimeError):
     """The broker could not be found, started or stopped."""
+
+
+def die_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` run so that the child gets SIGTERM when its parent dies, ``kill -9`` included.
+
+    util-linux's ``setpriv --pdeathsig`` sets the signal and execs ``argv`` (same pid). The
+    kernel sends it when the *thread* that spawned the child exits: spawn from a thread that
+    lives as long as the child should (the CLI's main thread). Where ``setpriv`` is missing
+    (not Linux), ``argv`` is returned unchanged and a killed parent leaves an orphan.
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", *argv] if setpriv else list(argv)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -224,7 +236,11 @@ class EmbeddedBroker:
         with open(self.log_path, "ab") as log:
             self._log_offset = log.tell()  # a restart appends to the same log: read only ours
             proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env
+                die_with_parent(argv),
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
             )
         self._proc, self._workdir = proc, workdir
         self._finalizer = weakref.finalize(self, _terminate, proc, workdir, 5.0)

@@ -1,0 +1,95 @@
+"""A learner killed outright (``kill -9``) takes its broker and simulated fleet with it.
+
+A parent process starts an embedded Mosquitto and a one-actor fleet the way ``edge-rl
+learn`` does, prints their pids and waits; the test kills it with SIGKILL and watches
+both children go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from edge_rl.transport.topics import Topics
+
+PARENT = textwrap.dedent(
+    """
+    import json, sys, time
+    from edge_rl.fleet.fleet import Fleet, board_file
+    from edge_rl.transport.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker(kind="mosquitto").start()
+    fleet = Fleet(1, board_file("rpi4"), broker.url, "CartPole-v1", run="orphans").start()
+    pids = {"broker": broker.pid, "actor": fleet.procs[0].pid}
+    print(json.dumps({"url": broker.url, "pids": pids}), flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def alive(pid: int) -> bool:
+    """Running or sleeping; a zombie (exited, not yet reaped by init) counts as gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not found")
+def test_broker_and_fleet_exit_when_the_learner_is_killed(mosquitto_available, mqtt_client_factory):
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    pids: dict[str, int] = {}
+    try:
+        started = json.loads(parent.stdout.readline())  # bounded by the broker's start timeout
+        pids = started["pids"]
+        # Mid-life, not at exec: wait for the actor's retained status (it has connected).
+        client = mqtt_client_factory(started["url"])
+        statuses: list[bytes] = []
+        client.on_message = lambda _c, _u, msg: statuses.append(msg.payload)
+        client.subscribe(Topics("edge-rl", "orphans").status("sim-00"), qos=1)
+        deadline = time.monotonic() + 60  # the actor process imports and connects
+        while not statuses and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert statuses and all(alive(p) for p in pids.values()), pids
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(5)
+        # The broker goes at once; the actor stops, tries to say goodbye (5 s) and exits.
+        deadline = time.monotonic() + 30
+        while any(alive(p) for p in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(alive(p) for p in pids.values()), {k: alive(p) for k, p in pids.items()}
+    finally:
+        parent.kill()
+        for pid in pids.values():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_an_actor_told_to_stop_does_not_wait_for_its_broker():
+    """SIGTERM sets ``run_state = "stopped"``; with no broker to connect to, the actor must
+    not sit out its 30 s connect wait first (a fleet whose learner died would linger)."""
+    from edge_rl.edge.board import BoardConfig
+    from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+    from edge_rl.transport.broker import free_port
+
+    url = f"mqtt://127.0.0.1:{free_port()}"  # nothing listens there
+    node = ActorNode(BoardConfig(board="test-board"), ActorOptions("a0", "CartPole-v1", url))
+    thread = threading.Thread(target=node.run, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    node.run_state = "stopped"  # what the actor's SIGTERM handler does
+    thread.join(20)
+    assert not thread.is_alive() and node.env_steps == 0
+    assert time.monotonic() - t0 < 10  # the goodbye status waits up to 5 s, then gives up
