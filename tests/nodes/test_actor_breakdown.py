@@ -178,7 +178,9 @@ def test_breakdown_without_a_policy(mosquitto, mqtt_client_factory, monkeypatch)
     assert b["env_step"] >= w.env.seconds - US and w.env.calls > 3000
     assert b["exploration"] >= w.exploration.seconds - US and w.exploration.calls == 3000
     assert b["publish"] >= w.publish.seconds - US and node.batches_sent >= 3000 // 16
-    assert b["inference"] < 0.2 * b["exploration"]  # no policy: no model call
+    # No policy: no model call. The bucket still holds the lap's own few µs per step, and
+    # whatever preemption lands there on a loaded machine, so bound it loosely.
+    assert w.inference.calls == 0 and b["inference"] < b["exploration"] + b["env_step"]
     assert b["emulation"] == 0.0  # a board that is not emulated
     assert b["idle"] > 0  # connecting, at least
     assert b["policy_receive"] == b["model_load"] == 0.0
