@@ -12,7 +12,7 @@ a shared machine each gets the same share of the CPU, so wall times compare too)
     iterative  int8, gradual magnitude pruning (Zhu & Gupta 2017), codec blocks
     gst        int8, group-sparse training (Lee et al. 2021), codec blocks
 
-The compressed arms keep the exporter's per-row int8 weight scales (about 2 KB more per
+The compressed arms keep the exporter's per-row int8 weight scales (about 6 KB more per
 publish than one scale per layer, which cost them most of their exports at the parity gate;
 docs/gst.md) and judge TD3's action error at its 0.99 quantile over the held-out
 observations, not at the single worst one. Each arm's run directory is kept under --out;

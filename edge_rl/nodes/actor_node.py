@@ -82,7 +82,7 @@ class ActorNode:
         self.credit: int | None = None  # env steps allowed so far (None: no limit)
         self._ran = False
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
-        self.control_rejected = self.oversize_dropped = 0
+        self.control_rejected = self.transitions_oversize = 0
         self.steps_per_s = 0.0
         self._returns: deque[float] = deque(maxlen=20)
         self.clock = LapClock(ACTOR_LOOP_BUCKETS)  # restarted when run() begins
@@ -203,8 +203,8 @@ class ActorNode:
         if batch is not None:
             payload = codec.encode_transitions(batch)
             if len(payload) > self.board.max_batch_bytes:
-                self.oversize_dropped += len(batch)  # counted; the learner sees the seq gap
-                if self.oversize_dropped == len(batch):
+                self.transitions_oversize += len(batch)  # counted; the learner sees the seq gap
+                if self.transitions_oversize == len(batch):
                     log.warning("batch of %d bytes > max_batch_bytes: dropped", len(payload))
             else:
                 self.spool.push(payload, len(batch))
@@ -256,7 +256,7 @@ class ActorNode:
             batches_dropped=self.spool.dropped_batches,
             policies_rejected=sum(self.slot.rejected.values()),
             control_rejected=self.control_rejected,
-            transitions_oversize=self.oversize_dropped,
+            transitions_oversize=self.transitions_oversize,
             env_steps_per_s=round(self.steps_per_s, 1),
             recent_return=float(np.mean(self._returns)) if self._returns else None,
             time_unix=time.time(),
