@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from edge_rl.transport.codec import CodecError
+from edge_rl.transport.envelope import CodecError
 
 MAGIC, FORMAT_VERSION = b"ERLB", 1
 _PREFIX = struct.Struct("<4sHHI")  # magic, version, region count, model length

@@ -4,8 +4,7 @@ Used by tests (a real broker on a free loopback port) and by ``edge-rl learn`` w
 no ``--broker`` is given::
 
     with EmbeddedBroker() as broker:          # kind="auto": Mosquitto if found, else amqtt
-        learner = LearnerNode(broker_url=broker.url, ...)
-        ...                                   # broker.stop() runs on exit, even on a crash
+        ...                                   # clients connect to broker.url; stopped on exit
 
 Both brokers run in a child process, so a busy learner never shares a GIL or an
 event loop with its broker. Stopping is terminate → wait → kill; ``atexit`` (via
@@ -22,12 +21,12 @@ Differences that matter to callers:
 * Neither keeps retained messages across a restart (Mosquitto runs with
   ``persistence false``): a publisher must republish what it retains on reconnect.
 
-This module imports only the standard library (amqtt only inside the child).
+This module imports only the standard library (amqtt only inside the child,
+``amqtt_child``).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import pwd
@@ -41,14 +40,13 @@ import time
 import weakref
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import urlsplit
+
+from edge_rl.transport.address import DEFAULT_PORT, free_port, parse_broker_url  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PORT = 1883
 _KINDS = ("auto", "mosquitto", "amqtt")
-# A connect alone is not proof: whoever else holds the port would answer it. So the
-# broker must also say in its own log that it is serving.
+# A connect alone is not proof (whoever holds the port answers): the log must say so too.
 _READY_MARKERS = {
     "mosquitto": re.compile(r"mosquitto version \S+ running"),
     "amqtt": re.compile(r"amqtt broker listening on"),
@@ -71,36 +69,6 @@ def die_with_parent(argv: list[str]) -> list[str]:
     """
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "TERM", *argv] if setpriv else list(argv)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on right now (the OS picks it)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def parse_broker_url(url: str) -> tuple[str, int]:
-    """``mqtt://HOST[:PORT]`` → ``(HOST, PORT)``; the port defaults to 1883."""
-    if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"broker URL must look like mqtt://HOST:PORT, got {url!r}")
-    parts = urlsplit(url.strip())
-    if parts.scheme != "mqtt":
-        raise ValueError(f"unsupported broker URL scheme {parts.scheme!r} in {url!r}: use mqtt://")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(f"broker URL {url!r} must not carry credentials")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ValueError(f"broker URL {url!r} has a path, query or fragment: use mqtt://HOST:PORT")
-    if not parts.hostname:
-        raise ValueError(f"broker URL {url!r} has no host")
-    try:
-        port = parts.port  # urlsplit raises ValueError for a non-numeric or out-of-range port
-    except ValueError as exc:
-        raise ValueError(f"broker URL {url!r} has an invalid port: {exc}") from None
-    if port == 0:
-        raise ValueError(f"broker URL {url!r} has port 0")
-    return parts.hostname, DEFAULT_PORT if port is None else port
 
 
 def find_mosquitto() -> str | None:
@@ -230,7 +198,7 @@ class EmbeddedBroker:
         self.log_path = log_dir / f"{self.kind}-{self.port}.log"
         argv = self._mosquitto_argv(workdir) if self.kind == "mosquitto" else self._amqtt_argv()
         env = dict(os.environ)
-        # The amqtt child runs `-m edge_rl.transport.broker`: make this checkout importable.
+        # The amqtt child runs `-m edge_rl.transport.amqtt_child`: make this checkout importable.
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         with open(self.log_path, "ab") as log:
@@ -277,8 +245,7 @@ class EmbeddedBroker:
         return [
             sys.executable,
             "-m",
-            "edge_rl.transport.broker",
-            "--amqtt",
+            "edge_rl.transport.amqtt_child",
             self.host,
             str(self.port),
         ]
@@ -331,63 +298,3 @@ def _terminate(proc: subprocess.Popen[bytes], workdir: Path | None, timeout: flo
         proc.stdin.close()
     if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-# -- the amqtt child process ------------------------------------------------------------
-
-
-def _run_amqtt(host: str, port: int) -> int:
-    """Serve amqtt on host:port until SIGTERM/SIGINT or until the parent closes our stdin."""
-    import asyncio
-    import signal
-
-    from amqtt.broker import Broker  # imported here: the parent never needs amqtt
-
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
-    config = {
-        "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}"}},
-        # No packet/event logger plugins: they log every packet.
-        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
-    }
-
-    async def serve() -> None:
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-
-        def on_stdin() -> None:  # EOF on the stdin pipe: the parent is gone, however it died
-            if not os.read(0, 4096):
-                loop.remove_reader(0)
-                stop.set()
-
-        # A raw-fd reader, not a thread blocked in sys.stdin.read(): that thread makes the
-        # interpreter abort at exit ("could not acquire lock for <stdin>").
-        loop.add_reader(0, on_stdin)
-        broker = Broker(config)
-        await broker.start()
-        print(f"amqtt broker listening on {host}:{port}", file=sys.stderr, flush=True)
-        await stop.wait()
-        await broker.shutdown()
-
-    try:
-        asyncio.run(serve())
-    except Exception as exc:  # reported through the log file the parent reads
-        cause = exc.__cause__ or exc
-        print(f"amqtt broker failed: {exc} ({cause!r})", file=sys.stderr, flush=True)
-        return 1
-    return 0
-
-
-def _main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m edge_rl.transport.broker")
-    parser.add_argument("--amqtt", nargs=2, metavar=("HOST", "PORT"), required=True)
-    args = parser.parse_args(argv)
-    host, port = args.amqtt
-    return _run_amqtt(host, int(port))
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

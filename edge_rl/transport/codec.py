@@ -1,47 +1,41 @@
-"""Protocol v1 wire codec: one envelope for every payload (see docs/protocol.md).
+"""Protocol v1 wire codec: transitions, status and control payloads (docs/protocol.md).
 
-    offset  size  field
-    0       4     magic: b"ERLP" policy, b"ERLT" transitions, b"ERLS" status, b"ERLC" control
-    4       2     schema version, uint16 little-endian (1)
-    6       4     header length H, uint32 little-endian
-    10      H     header: UTF-8 JSON object
-    10+H    ...   body: raw bytes (policy: compressed model; transitions: arrays back to back)
-
-Every decode error is a ``CodecError`` with a short ``reason`` that the learner counts.
+The envelope they share, and ``CodecError``, are in ``envelope``; the policy bundle is in
+``bundle``. Both are re-exported here, so ``codec`` is the one module callers import.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import struct
-import zlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from edge_rl.specs import EnvSpec
-from edge_rl.types import (
-    BREAKDOWN_KEYS,
-    ActorStatus,
-    ControlMessage,
-    PolicyBundle,
-    PolicyManifest,
-    QuantParams,
-    TransitionBatch,
+from edge_rl.transport.bundle import (  # noqa: F401 - re-exported
+    CODECS,
+    compress_model,
+    decode_policy,
+    decompress_model,
+    encode_policy,
+    manifest_from_dict,
+    manifest_to_dict,
 )
-
-if TYPE_CHECKING:
-    from edge_rl.transport import blocks
-
-SCHEMA_VERSION = 1
-MAGIC_POLICY, MAGIC_TRANSITIONS = b"ERLP", b"ERLT"
-MAGIC_STATUS, MAGIC_CONTROL = b"ERLS", b"ERLC"
-_PREFIX = struct.Struct("<4sHI")  # magic, version, header length
-MAX_HEADER_BYTES = 64 * 1024
-DEFAULT_MAX_PAYLOAD = 1_000_000  # under Mosquitto 2.1's 2 MB default max_packet_size
+from edge_rl.transport.envelope import (  # noqa: F401 - re-exported
+    DEFAULT_MAX_PAYLOAD,
+    MAGIC_CONTROL,
+    MAGIC_POLICY,
+    MAGIC_STATUS,
+    MAGIC_TRANSITIONS,
+    MAX_HEADER_BYTES,
+    SCHEMA_VERSION,
+    CodecError,
+)
+from edge_rl.transport.envelope import field as _field
+from edge_rl.transport.envelope import pack as _pack
+from edge_rl.transport.envelope import unpack as _unpack
+from edge_rl.types import BREAKDOWN_KEYS, ActorStatus, ControlMessage, TransitionBatch
 
 # Wire dtypes: little-endian numpy type strings. Booleans travel as uint8 (0/1).
 _F32, _I64, _U8 = "<f4", "<i8", "|u1"
@@ -53,53 +47,6 @@ _ARRAY_DTYPES = {
     "terminated": (_U8,),
     "truncated": (_U8,),
 }
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")  # Python's json accepts NaN/Infinity
-
-
-class CodecError(ValueError):
-    """A payload that must not reach the learner or the actor; ``reason`` is a counter key."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-
-
-def _pack(magic: bytes, header: dict[str, Any], body: bytes = b"") -> bytes:
-    h = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
-    return _PREFIX.pack(magic, SCHEMA_VERSION, len(h)) + h + body
-
-
-def _unpack(data: bytes, magic: bytes, max_bytes: int) -> tuple[dict[str, Any], memoryview]:
-    if len(data) > max_bytes:
-        raise CodecError("too_large", f"{len(data)} bytes > limit {max_bytes}")
-    if len(data) < _PREFIX.size:
-        raise CodecError("truncated", f"{len(data)} bytes is shorter than the envelope prefix")
-    got_magic, version, hlen = _PREFIX.unpack_from(data)
-    if got_magic != magic:
-        raise CodecError("bad_magic", f"expected {magic!r}, got {got_magic!r}")
-    if version != SCHEMA_VERSION:
-        raise CodecError("bad_version", f"schema version {version}, this build speaks 1")
-    if hlen > MAX_HEADER_BYTES or _PREFIX.size + hlen > len(data):
-        raise CodecError("truncated", f"header length {hlen} exceeds the payload")
-    try:
-        header = json.loads(
-            bytes(data[_PREFIX.size : _PREFIX.size + hlen]), parse_constant=_no_constants
-        )
-    except (UnicodeDecodeError, ValueError) as e:
-        raise CodecError("bad_header", f"header is not JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise CodecError("bad_header", "header is not a JSON object")
-    return header, memoryview(data)[_PREFIX.size + hlen :]
-
-
-def _field(header: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
-    value = header.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise CodecError("bad_header", f"field {key!r} missing or not {kind}")
-    return value
 
 
 def peek_count(data: bytes) -> int:
@@ -230,89 +177,6 @@ def validate_batch(
             a > np.asarray(spec.action_high, np.float32)
         ):
             raise CodecError("action_range", "action outside the Box bounds")
-
-
-# --- policy bundle --------------------------------------------------------------------
-
-CODECS = ("zlib", "none", "blocks")
-
-
-def compress_model(
-    model: bytes, codec: str, regions: Sequence[blocks.Region] | None = None
-) -> bytes:
-    """``model`` packed by ``codec``. "blocks" needs the model's weight ``regions``, found on
-    the host by ``edge_rl.export.regions.weight_regions``; the others ignore them."""
-    if codec == "zlib":
-        return zlib.compress(model, 9)
-    if codec == "none":
-        return model
-    if codec == "blocks":
-        from edge_rl.transport import blocks  # lazily: blocks imports CodecError from here
-
-        if regions is None:
-            raise ValueError("the 'blocks' codec needs the model's weight regions")
-        return blocks.encode(model, regions)
-    raise ValueError(f"unknown model codec {codec!r}, expected one of {CODECS}")
-
-
-def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
-    if codec == "none":
-        return bytes(payload)
-    if codec == "blocks":
-        from edge_rl.transport import blocks
-
-        return blocks.decode(payload, max_bytes)
-    if codec != "zlib":
-        raise CodecError("bad_codec", f"unknown model codec {codec!r}")
-    d = zlib.decompressobj()
-    try:
-        out = d.decompress(payload, max_bytes + 1)  # bounded: no zip bombs
-    except zlib.error as e:
-        raise CodecError("bad_model", f"model does not decompress: {e}") from None
-    if len(out) > max_bytes or d.unconsumed_tail:
-        raise CodecError("too_large", f"model decompresses past {max_bytes} bytes")
-    return out
-
-
-def manifest_to_dict(m: PolicyManifest) -> dict[str, Any]:
-    d = dataclasses.asdict(m)
-    d["env_spec"] = m.env_spec.to_dict()
-    return d
-
-
-def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
-    try:
-        return PolicyManifest(
-            policy_version=int(d["policy_version"]),
-            algo=str(d["algo"]),
-            env_id=str(d["env_id"]),
-            env_spec=EnvSpec.from_dict(d["env_spec"]),
-            precision=str(d["precision"]),
-            input_quant=QuantParams(**d["input_quant"]),
-            output_quant=QuantParams(**d["output_quant"]),
-            obs_mean=tuple(float(x) for x in d["obs_mean"]),
-            obs_std=tuple(float(x) for x in d["obs_std"]),
-            exploration={str(k): float(v) for k, v in d["exploration"].items()},
-            learner_step=int(d["learner_step"]),
-            model_sha256=str(d["model_sha256"]),
-            model_size=int(d["model_size"]),
-            codec=str(d["codec"]),
-            output_kind=str(d.get("output_kind", "q_values")),
-            run_id=str(d.get("run_id", "")),
-            created_unix=float(d.get("created_unix", 0.0)),
-            extra=dict(d.get("extra", {})),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CodecError("bad_manifest", f"{type(e).__name__}: {e}") from None
-
-
-def encode_policy(bundle: PolicyBundle) -> bytes:
-    return _pack(MAGIC_POLICY, manifest_to_dict(bundle.manifest), bundle.payload)
-
-
-def decode_policy(data: bytes, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> PolicyBundle:
-    header, body = _unpack(data, MAGIC_POLICY, max_bytes)
-    return PolicyBundle(manifest_from_dict(header), bytes(body))
 
 
 # --- status and control ---------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""Protocol v1 policy bundle: the manifest as the envelope's header, the packed model as its
+body (docs/protocol.md §4). The "blocks" model codec is in ``blocks``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from edge_rl.specs import EnvSpec
+from edge_rl.transport import blocks
+from edge_rl.transport.envelope import (
+    DEFAULT_MAX_PAYLOAD,
+    MAGIC_POLICY,
+    CodecError,
+    pack,
+    unpack,
+)
+from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+
+CODECS = ("zlib", "none", "blocks")
+
+
+def compress_model(
+    model: bytes, codec: str, regions: Sequence[blocks.Region] | None = None
+) -> bytes:
+    """``model`` packed by ``codec``. "blocks" needs the model's weight ``regions``, found on
+    the host by ``edge_rl.export.regions.weight_regions``; the others ignore them."""
+    if codec == "zlib":
+        return zlib.compress(model, 9)
+    if codec == "none":
+        return model
+    if codec == "blocks":
+        if regions is None:
+            raise ValueError("the 'blocks' codec needs the model's weight regions")
+        return blocks.encode(model, regions)
+    raise ValueError(f"unknown model codec {codec!r}, expected one of {CODECS}")
+
+
+def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
+    if codec == "none":
+        return bytes(payload)
+    if codec == "blocks":
+        return blocks.decode(payload, max_bytes)
+    if codec != "zlib":
+        raise CodecError("bad_codec", f"unknown model codec {codec!r}")
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(payload, max_bytes + 1)  # bounded: no zip bombs
+    except zlib.error as e:
+        raise CodecError("bad_model", f"model does not decompress: {e}") from None
+    if len(out) > max_bytes or d.unconsumed_tail:
+        raise CodecError("too_large", f"model decompresses past {max_bytes} bytes")
+    return out
+
+
+def manifest_to_dict(m: PolicyManifest) -> dict[str, Any]:
+    d = dataclasses.asdict(m)
+    d["env_spec"] = m.env_spec.to_dict()
+    return d
+
+
+def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
+    try:
+        return PolicyManifest(
+            policy_version=int(d["policy_version"]),
+            algo=str(d["algo"]),
+            env_id=str(d["env_id"]),
+            env_spec=EnvSpec.from_dict(d["env_spec"]),
+            precision=str(d["precision"]),
+            input_quant=QuantParams(**d["input_quant"]),
+            output_quant=QuantParams(**d["output_quant"]),
+            obs_mean=tuple(float(x) for x in d["obs_mean"]),
+            obs_std=tuple(float(x) for x in d["obs_std"]),
+            exploration={str(k): float(v) for k, v in d["exploration"].items()},
+            learner_step=int(d["learner_step"]),
+            model_sha256=str(d["model_sha256"]),
+            model_size=int(d["model_size"]),
+            codec=str(d["codec"]),
+            output_kind=str(d.get("output_kind", "q_values")),
+            run_id=str(d.get("run_id", "")),
+            created_unix=float(d.get("created_unix", 0.0)),
+            extra=dict(d.get("extra", {})),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CodecError("bad_manifest", f"{type(e).__name__}: {e}") from None
+
+
+def encode_policy(bundle: PolicyBundle) -> bytes:
+    return pack(MAGIC_POLICY, manifest_to_dict(bundle.manifest), bundle.payload)
+
+
+def decode_policy(data: bytes, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> PolicyBundle:
+    header, body = unpack(data, MAGIC_POLICY, max_bytes)
+    return PolicyBundle(manifest_from_dict(header), bytes(body))
