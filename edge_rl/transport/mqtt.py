@@ -1,4 +1,5 @@
-"""A thin, careful paho-mqtt adapter (paho 2.x, callback API v2, MQTT 3.1.1).
+"""A thin, careful paho-mqtt adapter (paho 2.x, callback API v2, MQTT 3.1.1): the
+``Transport`` of transport/base.py for a real broker.
 
     transport = MqttTransport(url, client_id, subscriptions=[(topic, 1)], on_message=handle)
     transport.start()                 # connect_async + loop_start: returns at once
@@ -8,7 +9,7 @@
 
 ``on_message`` runs on paho's network thread: it must only hand the bytes on (to a
 bounded queue). Exceptions raised in it are caught and counted, because an exception
-escaping a callback kills paho's network thread (DESIGN.md, pitfalls).
+escaping a callback kills paho's network thread.
 
 Protocol 3.1.1, not 5: the protocol uses no MQTT 5 feature (no session expiry, no
 properties), and 3.1.1 is what every broker speaks, the embedded amqtt fallback included
@@ -17,17 +18,17 @@ properties), and 3.1.1 is what every broker speaks, the embedded amqtt fallback 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
 
 import paho.mqtt.client as mqtt
 
-from edge_rl.transport.broker import parse_broker_url
+from edge_rl.transport.address import parse_broker_url
+from edge_rl.transport.base import Connect, MessageHandler
 
 log = logging.getLogger(__name__)
-
-MessageHandler = Callable[[str, bytes], None]
 
 
 class MqttTransport:
@@ -152,3 +153,8 @@ class MqttTransport:
             self.callback_errors += 1
             if self.callback_errors == 1:
                 log.exception("%s: error handling a message on %s", self.client_id, message.topic)
+
+
+def mqtt_connect(url: str) -> Connect:
+    """The ``Connect`` (transport/base.py) for the broker at ``url``."""
+    return functools.partial(MqttTransport, url)

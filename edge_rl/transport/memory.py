@@ -1,0 +1,151 @@
+"""An in-process broker for unit tests of node logic: no sockets, same threading as MQTT.
+
+    broker = MemoryBroker()
+    learner = LearnerNode(cfg, broker.connect, run_dir)      # any Connect-taking node
+    probe = broker.connect("probe", subscriptions=[("edge-rl/#", 1)], on_message=seen)
+    ...
+    broker.wait_idle(5)      # every message published so far has been handed to its handlers
+    broker.drop("actor-a0")  # an abrupt loss: the broker publishes that client's last will
+    broker.close()
+
+What it keeps of MQTT: topic filters with ``+`` and ``#`` (paho's own matcher), retained
+messages (an empty retained payload clears one) delivered after a subscriber's
+``on_connect``, last wills, one message order for everyone, and delivery on a thread of
+its own (a handler never runs on the publisher's thread, as with paho's network thread).
+Exactly once, whatever the QoS. Integration tests keep using a real Mosquitto.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+from paho.mqtt.client import topic_matches_sub
+
+from edge_rl.transport.base import MessageHandler
+
+log = logging.getLogger(__name__)
+
+_Job = Callable[[], None]
+
+
+class MemoryTransport:
+    """One client of a ``MemoryBroker``; made by ``MemoryBroker.connect``."""
+
+    def __init__(self, broker: MemoryBroker, client_id: str, **kw) -> None:
+        self.broker, self.client_id = broker, client_id
+        self.url = f"memory://{client_id}"
+        self.subscriptions: list[tuple[str, int]] = list(kw.get("subscriptions", ()))
+        self.on_message: MessageHandler | None = kw.get("on_message")
+        self.on_connect: Callable[[], None] | None = kw.get("on_connect")
+        self.will: tuple[str, bytes] | None = kw.get("will")
+        self.max_packet_size: int = kw.get("max_packet_size", 2_000_000)
+        self._connected = threading.Event()
+        self.callback_errors = 0
+        self.connects = 0
+
+    def start(self) -> None:
+        self.broker._submit(self._connect)
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self._connected.wait(timeout)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def stop(self) -> None:  # a clean disconnect: no last will
+        self._connected.clear()
+
+    def publish(
+        self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, wait: float = 0.0
+    ) -> bool:
+        if len(payload) + len(topic) + 64 > self.max_packet_size:
+            raise ValueError(f"payload of {len(payload)} bytes exceeds max_packet_size")
+        if not self.connected:
+            return False
+        self.broker._submit(lambda: self.broker._route(topic, bytes(payload), retain))
+        return True
+
+    def matches(self, topic: str) -> bool:
+        return any(topic_matches_sub(sub, topic) for sub, _ in self.subscriptions)
+
+    def _connect(self) -> None:  # on the broker's thread, like paho's CONNACK handling
+        self.connects += 1
+        self._connected.set()
+        self._call(self.on_connect)
+        for topic, payload in self.broker.retained_for(self):
+            self._deliver(topic, payload)
+
+    def _deliver(self, topic: str, payload: bytes) -> None:
+        if self.connected and self.on_message is not None:
+            self._call(lambda: self.on_message(topic, payload))
+
+    def _call(self, fn: Callable[[], None] | None) -> None:
+        if fn is None:
+            return
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - as MqttTransport: a handler must not kill delivery
+            self.callback_errors += 1
+            log.exception("%s: error in a handler", self.client_id)
+
+
+class MemoryBroker:
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self.clients: dict[str, MemoryTransport] = {}
+        self.retained: dict[str, bytes] = {}
+        self.published: list[tuple[str, bytes, bool]] = []  # (topic, payload, retain), in order
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="memory-broker", daemon=True)
+        self._thread.start()
+
+    def connect(self, client_id: str, **kw) -> MemoryTransport:
+        """A ``Connect``: the new client replaces any connected one of the same id."""
+        old = self.clients.get(client_id)
+        if old is not None:
+            old.stop()
+        client = self.clients[client_id] = MemoryTransport(self, client_id, **kw)
+        return client
+
+    def drop(self, client_id: str) -> None:
+        """The client vanishes without a goodbye: its last will goes out, retained."""
+        client = self.clients[client_id]
+        client.stop()
+        if client.will is not None:
+            topic, payload = client.will
+            self._submit(lambda: self._route(topic, payload, True))
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once everything submitted so far has been delivered."""
+        done = threading.Event()
+        self._submit(done.set)
+        return done.wait(timeout)
+
+    def retained_for(self, client: MemoryTransport) -> list[tuple[str, bytes]]:
+        return [(t, p) for t, p in self.retained.items() if client.matches(t)]
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout=5)
+
+    def _submit(self, job: _Job) -> None:
+        self._jobs.put(job)
+
+    def _route(self, topic: str, payload: bytes, retain: bool) -> None:
+        self.published.append((topic, payload, retain))
+        if retain:
+            if payload:
+                self.retained[topic] = payload
+            else:
+                self.retained.pop(topic, None)
+        for client in list(self.clients.values()):
+            if client.matches(topic):
+                client._deliver(topic, payload)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
