@@ -127,6 +127,7 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
     from edge_rl.nodes.learner_node import LearnerNode
     from edge_rl.telemetry.progress import LiveView
     from edge_rl.transport.broker import EmbeddedBroker
+    from edge_rl.transport.mqtt import mqtt_connect
 
     with ExitStack() as stack:
         if broker is None:
@@ -153,9 +154,8 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
             )
             stack.enter_context(fleet)
         view = stack.enter_context(LiveView(cfg.total_env_steps))
-        node = LearnerNode(
-            cfg, broker, run_dir, fleet_alive=fleet.alive if fleet else None, view=view
-        )
+        alive = fleet.alive if fleet else None
+        node = LearnerNode(cfg, mqtt_connect(broker), run_dir, fleet_alive=alive, view=view)
         return node.run()
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from edge_rl.specs import EnvSpec
+
 
 def make_env(env: str, **kwargs: Any) -> Any:
     if ":" in env:
@@ -23,3 +25,12 @@ def make_env(env: str, **kwargs: Any) -> Any:
         return gym.make(env, **kwargs)
     except gym.error.Error as e:
         raise ValueError(f"unknown environment {env!r}: {e}") from None
+
+
+def env_spec(env: str) -> EnvSpec:
+    """The observation and action spec of ``env`` (made and closed again)."""
+    e = make_env(env)
+    try:
+        return EnvSpec.from_gym(e.observation_space, e.action_space)
+    finally:
+        e.close()

@@ -1,6 +1,7 @@
 """The actor node: one board's loop. ``edge-rl actor`` and every simulated fleet member run this.
 
     node = ActorNode(board, ActorOptions(actor_id="pi-01", env="CartPole-v1", broker=url))
+    # (or ActorNode(board, opts, connect=MemoryBroker().connect) in a unit test)
     node.run()      # until the learner publishes control "stopped" (or max_env_steps)
 
     loop:  policy = slot.current            # swapped in between two env steps
@@ -39,7 +40,8 @@ from edge_rl.edge.policy_slot import PolicySlot
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.breakdown import LapClock
 from edge_rl.transport import codec
-from edge_rl.transport.mqtt import MqttTransport
+from edge_rl.transport.base import Connect
+from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.transport.topics import Topics
 from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorState, ActorStatus, TransitionBatch
 
@@ -58,7 +60,10 @@ class ActorOptions:
 
 
 class ActorNode:
-    def __init__(self, board: BoardConfig, opts: ActorOptions) -> None:
+    def __init__(
+        self, board: BoardConfig, opts: ActorOptions, connect: Connect | None = None
+    ) -> None:
+        """``connect``: how to reach the broker (default: MQTT at ``opts.broker``)."""
         self.board, self.opts = board, opts
         self.topics = Topics(opts.root, opts.run)
         self.env = make_env(opts.env)
@@ -86,9 +91,9 @@ class ActorNode:
         self.steps_per_s = 0.0
         self._returns: deque[float] = deque(maxlen=20)
         self.clock = LapClock(ACTOR_LOOP_BUCKETS)  # restarted when run() begins
-        self.transport = MqttTransport(
-            opts.broker,
-            client_id=f"actor-{opts.actor_id}",
+        connect = connect or mqtt_connect(opts.broker)
+        self.transport = connect(
+            f"actor-{opts.actor_id}",
             subscriptions=[(self.topics.policy, 1), (self.topics.control, 1)],
             on_message=self._on_message,
             will=(self.topics.status(opts.actor_id), codec.encode_status(self._status("offline"))),

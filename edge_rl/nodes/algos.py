@@ -11,6 +11,7 @@ The update math lives in ``edge_rl.agents``; this only adapts it to the node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ class Algo:
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
         self.compressor: Any = None  # edge_rl.compress.compressor.Compressor, when enabled
+        self._episodes_seen = 0  # fleet episodes whose return the compressor has seen
 
     @property
     def updates(self) -> int:
@@ -49,6 +51,19 @@ class Algo:
         if self.compressor is not None:
             self.compressor.on_updates(self.agent.updates)  # transition, mask updates
         return metrics
+
+    def compression(self) -> float | None:
+        """The policy network's compression ratio now; None without compression."""
+        return None if self.compressor is None else round(self.compressor.ratios().network, 4)
+
+    def feed_returns(self, returns_since: Callable[[int], tuple[list[float], int]]) -> None:
+        """GST's reward-aware controller follows the fleet's episode returns
+        (``Ingest.returns_since``)."""
+        if self.compressor is None:
+            return
+        returns, self._episodes_seen = returns_since(self._episodes_seen)
+        for r in returns:
+            self.compressor.observe_return(r)
 
     def _compress(self) -> None:
         """GST or iterative pruning of the policy network (the one deployed), when the

@@ -1,61 +1,100 @@
-"""The run's summary.json, as LearnerNode writes it at the end of a run.
+"""The run's summary.json, from a typed record of the run (``RunRecord``).
 
-Kept apart from the node: it is a long flat record (what the README's run-directory table
-and ``edge-rl report`` read), not part of the node's data flow.
+    record = RunRecord(...)           # LearnerNode.record(): every figure, read once
+    summary = run_summary(record)     # the flat dict the README's run-directory table,
+                                      # ``edge-rl report`` and the benchmarks read
+
+Kept apart from the node: a long flat record is not part of the node's data flow.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from edge_rl.config import RunConfig
 from edge_rl.edge.board import BoardConfig, Power, load_board
+from edge_rl.edge.evaluate import EvalResult
 from edge_rl.fleet.fleet import board_file
+from edge_rl.nodes.publisher import Published
+from edge_rl.replay.ingest import IngestStats
 from edge_rl.telemetry import breakdown, energy
+from edge_rl.telemetry.energy import CarbonIntensity, HostEnergy
+from edge_rl.telemetry.logs import write_json_atomic
+from edge_rl.types import ActorStatus
 
-if TYPE_CHECKING:
-    from edge_rl.edge.evaluate import EvalResult
-    from edge_rl.nodes.learner_node import LearnerNode
+
+@dataclass(frozen=True)
+class RunRecord:
+    cfg: RunConfig
+    wall_s: float
+    updates: int
+    ingest: IngestStats
+    batches_missing: int
+    inbox_dropped: int
+    broker_dropped: int
+    status_rejected: int
+    policy_version: int
+    deployed_from: int | None  # version whose weights the last publish redeployed
+    selection_scores: Mapping[int, float]
+    published: Published | None  # what the actors run at the end
+    policy_bytes_total: int
+    publishes: int
+    exports_failed: int
+    compression: dict[str, Any] | None  # the compressor's summary, without compression None
+    actors: Mapping[str, ActorStatus]
+    runtime_breakdown: dict[str, Any]
+    actor_breakdowns: Mapping[str, Mapping[str, float]]
+    host_energy: HostEnergy
+    intensity: CarbonIntensity
+    final_eval: EvalResult | None  # the deployed policy, greedily, in LiteRT
 
 
-def run_summary(node: LearnerNode, result: EvalResult | None) -> dict[str, Any]:
-    """``result``: the final greedy evaluation of the deployed policy, if there is one."""
-    s = node.ingest.stats
-    p = node._published
+def write_summary(run_dir: Path, r: RunRecord) -> dict[str, Any]:
+    """summary.json and breakdown.csv in ``run_dir``; the summary."""
+    summary = run_summary(r)
+    write_json_atomic(run_dir / "summary.json", summary)
+    breakdown.write_report(run_dir, summary["runtime_breakdown"])
+    return summary
+
+
+def run_summary(r: RunRecord) -> dict[str, Any]:
+    s, p, result = r.ingest, r.published, r.final_eval
     return {
-        "env_id": node.cfg.env_id,
-        "algo": node.cfg.algo,
-        "seed": node.cfg.seed,
+        "env_id": r.cfg.env_id,
+        "algo": r.cfg.algo,
+        "seed": r.cfg.seed,
         "env_steps": s.transitions,
         "episodes": s.episodes,
-        "updates": node.agent.updates,
-        "wall_s": round(time.monotonic() - node._t0, 2),
+        "updates": r.updates,
+        "wall_s": round(r.wall_s, 2),
         "final_eval_return": result.mean if result else None,
         "final_eval_return_std": result.std if result else None,
         "eval_episodes": len(result.returns) if result else 0,
         "eval_runtime": "litert",
-        "policy_version": node.version,
-        "deployed_weights_of_version": node.deployed_from or node.version,
-        "selection_scores": node.selection_scores,
-        "policy_precision": node.cfg.export.precision,
+        "policy_version": r.policy_version,
+        "deployed_weights_of_version": r.deployed_from or r.policy_version,
+        "selection_scores": dict(r.selection_scores),
+        "policy_precision": r.cfg.export.precision,
         "policy_model_bytes": len(p.model) if p else None,
         "policy_payload_bytes": len(p.payload) if p else None,
-        "policy_codec": node.cfg.export.codec,
-        "policy_bytes_total": node.policy_bytes_total,
-        "publishes": node.publishes,
-        "compression": node.agent.compressor and node.agent.compressor.summary(),
+        "policy_codec": r.cfg.export.codec,
+        "policy_bytes_total": r.policy_bytes_total,
+        "publishes": r.publishes,
+        "compression": r.compression,
         "parity": p.parity if p else None,
         "last_export_seconds": round(p.export_seconds, 3) if p else None,
-        "exports_failed": node.publisher.failed,
+        "exports_failed": r.exports_failed,
         "transitions_received": s.transitions,
         "transitions_rejected": s.rejected_transitions,
         "transitions_duplicate": s.duplicate_transitions,
         "batches_rejected": dict(s.rejected),
-        "batches_missing": node.ingest.missing_batches,
-        "ingest_queue_dropped": node.inbox_dropped,
-        "broker_dropped_messages": node.broker_dropped,
-        "status_rejected": node.status_rejected,
+        "batches_missing": r.batches_missing,
+        "ingest_queue_dropped": r.inbox_dropped,
+        "broker_dropped_messages": r.broker_dropped,
+        "status_rejected": r.status_rejected,
         "actors": {
             a.actor_id: {
                 "state": a.state,
@@ -68,31 +107,33 @@ def run_summary(node: LearnerNode, result: EvalResult | None) -> dict[str, Any]:
                 "control_rejected": a.control_rejected,
                 "transitions_oversize": a.transitions_oversize,
             }
-            for a in node.actors.values()
+            for a in r.actors.values()
         },
-        "runtime_breakdown": breakdown.runtime_breakdown(node._clocks, node.breakdowns),
-        "energy": energy_summary(node),
+        "runtime_breakdown": r.runtime_breakdown,
+        "energy": energy_summary(r),
     }
 
 
-def energy_summary(node: LearnerNode) -> dict[str, Any]:
+def energy_summary(r: RunRecord) -> dict[str, Any]:
     """The learner host as codecarbon measured it; each actor's board from its power model,
     looked up by the board name in its status (a real fleet may mix boards), falling back to
     the run's ``fleet.board`` for an actor that reported none."""
-    cfg = node.cfg
+    cfg = r.cfg
     fleet_board = _board(board_file(cfg.fleet.board))
     default = fleet_board.board if fleet_board else cfg.fleet.board
-    boards = {a: getattr(node.actors.get(a), "board", "") or default for a in node.breakdowns}
+    boards = {
+        a: (r.actors[a].board if a in r.actors else "") or default for a in r.actor_breakdowns
+    }
     powers: dict[str, Power | None] = {}
     for name in set(boards.values()):
         b = fleet_board if fleet_board and fleet_board.board == name else _board_named(name)
         powers[name] = b.power if b else None
     return energy.energy_block(
-        node.carbon.stop(),
-        energy.fleet_energy(node.breakdowns, boards, powers),
+        r.host_energy,
+        energy.fleet_energy(r.actor_breakdowns, boards, powers),
         default,
         fleet_board.power if fleet_board else None,
-        node.carbon.intensity,
+        r.intensity,
         cfg.energy.country_iso_code,
         cfg.energy.region,
     )

@@ -157,6 +157,11 @@ class Ingest:
         if first:  # log once per reason; the counters say how often
             log.warning("transition batch rejected (%s): %s", error.reason, error)
 
+    def received(self) -> tuple[int, dict[str, int]]:
+        """Transitions in replay, in all and from each actor's current session."""
+        with self.lock:
+            return self.stats.transitions, dict(self.stats.by_actor)
+
     @property
     def missing_batches(self) -> int:
         return sum(t.missing for t in self._seqs.values())

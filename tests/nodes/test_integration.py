@@ -20,6 +20,7 @@ from edge_rl.config import ExportConfig, FleetConfig, RunConfig
 from edge_rl.fleet.fleet import Fleet
 from edge_rl.nodes.learner_node import LearnerNode
 from edge_rl.transport import codec
+from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.transport.topics import Topics
 from edge_rl.types import TransitionBatch
 
@@ -86,7 +87,7 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
     board = tmp_path / "test-board.yaml"
     board.write_text(FAST_BOARD)
     fleet = Fleet(2, board, mosquitto.url, cfg.env_id, run=cfg.run, log_dir=tmp_path / "fleet")
-    node = LearnerNode(cfg, mosquitto.url, tmp_path / "run", fleet_alive=fleet.alive)
+    node = LearnerNode(cfg, mqtt_connect(mosquitto.url), tmp_path / "run", fleet_alive=fleet.alive)
     # Record which thread each export runs on: training must not wait for conversion.
     export_threads: list[str] = []
     real_export = node.publisher.export

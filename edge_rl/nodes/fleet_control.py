@@ -1,0 +1,120 @@
+"""Fleet control: who is in the fleet, and how far each actor may run.
+
+    fleet = FleetControl(cfg, topics, publish, received=ingest.received)
+    fleet.on_status(topic, payload)     # transport thread: checked, then recorded
+    fleet.send("running", updates=n)    # main thread, ~every 50 ms: new credit, if any
+    fleet.send("stopped")               # final for this run
+    fleet.republish()                   # after a reconnect: the broker may have lost it
+    fleet.actors()                      # {actor_id: ActorStatus}, a copy
+
+The control message is retained: an actor that (re)connects reads the run's state and its
+env-step credit at once. Credit (``CreditLedger``) lets the fleet produce at most
+``learning_starts + max_lag_transitions + updates / replay_ratio`` transitions in all,
+never more than the budget. An actor not known yet gets none: it announces itself with its
+status on connect and is granted credit in the next message.
+
+The status registry is written on the transport's thread and read on the main thread (the
+live view, the summary): every access holds ``_lock``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from edge_rl.config import RunConfig
+from edge_rl.nodes.credit import CreditLedger
+from edge_rl.transport import codec
+from edge_rl.transport.topics import Topics
+from edge_rl.types import ActorStatus, ControlMessage, RunState
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[..., bool]  # Transport.publish
+Received = Callable[[], tuple[int, Mapping[str, int]]]  # (total, by actor) in replay
+
+
+class FleetControl:
+    def __init__(self, cfg: RunConfig, topics: Topics, publish: Publish, received: Received):
+        self.cfg, self.topics = cfg, topics
+        self._publish, self._received = publish, received
+        self._lock = threading.Lock()
+        self._actors: dict[str, ActorStatus] = {}
+        # The last runtime breakdown of each actor: kept apart because the last will says
+        # "offline" without one (it is made before the actor starts).
+        self._breakdowns: dict[str, dict[str, float]] = {}
+        self.status_rejected = 0
+        self.state: RunState = "running"
+        self._last: ControlMessage | None = None
+        self._ledger = CreditLedger()
+
+    # --- statuses (transport thread) ----------------------------------------------------
+
+    def on_status(self, topic: str, payload: bytes) -> None:
+        try:
+            status = codec.decode_status(payload)
+        except codec.CodecError:
+            self.status_rejected += 1
+            return
+        if status.actor_id != self.topics.actor_of(topic):
+            self.status_rejected += 1  # a status must come from the topic of its own actor
+            return
+        with self._lock:
+            self._actors[status.actor_id] = status
+            if status.breakdown:
+                self._breakdowns[status.actor_id] = status.breakdown
+
+    def actors(self) -> dict[str, ActorStatus]:
+        with self._lock:
+            return dict(self._actors)
+
+    def breakdowns(self) -> dict[str, dict[str, float]]:
+        with self._lock:
+            return dict(self._breakdowns)
+
+    def busy(self) -> list[str]:
+        """Actors that have not said they stopped (or gone offline)."""
+        with self._lock:
+            active = ("running", "paused", "starting")
+            return [a for a, s in self._actors.items() if s.state in active]
+
+    def wait_for_actors(self, inbox_empty: Callable[[], bool], timeout: float) -> None:
+        """After "stopped": let running actors flush their last batches (bounded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (self.busy() or not inbox_empty()):
+            time.sleep(0.1)
+        time.sleep(0.2)
+        while not inbox_empty() and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+
+    # --- control (main and ingest threads) ----------------------------------------------
+
+    def send(self, state: RunState, updates: int = 0, force: bool = False) -> None:
+        with self._lock:
+            if self.state == "stopped" and state != "stopped":
+                return  # stopping is final for this run
+            msg = ControlMessage(state) if state == "stopped" else self._credit(updates)
+            if msg == self._last and not force:
+                return
+            self.state, self._last = state, msg
+            # Under the lock: a "running" must never overtake the "stopped" sent after it.
+            self._publish(self.topics.control, codec.encode_control(msg), retain=True)
+
+    def republish(self) -> None:
+        with self._lock:
+            if self._last is not None:
+                self._publish(self.topics.control, codec.encode_control(self._last), retain=True)
+
+    def _credit(self, updates: int) -> ControlMessage:  # holds _lock
+        cfg = self.cfg
+        allowed = cfg.learning_starts + cfg.max_lag_transitions
+        allowed += math.ceil(updates / cfg.replay_ratio)
+        allowed = min(allowed, cfg.total_env_steps)
+        received, by_actor = self._received()
+        online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
+        known = online | {a for a in by_actor if a not in self._actors}
+        credits = self._ledger.grant(allowed, received, by_actor, sorted(known))
+        return ControlMessage("running", credits=credits, default_credit=0)

@@ -1,0 +1,130 @@
+"""Node logic without a broker: the learner's parts, and a learner with a real actor over
+the in-memory transport (transport/memory.py). The real-Mosquitto versions of these loops
+are in test_integration.py and the CLI tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from edge_rl.agents.dqn.config import DQNConfig
+from edge_rl.config import ExportConfig, FleetConfig, RunConfig
+from edge_rl.edge.board import BoardConfig
+from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+from edge_rl.nodes.fleet_control import FleetControl
+from edge_rl.nodes.learner_node import LearnerNode
+from edge_rl.transport import codec
+from edge_rl.transport.memory import MemoryBroker
+from edge_rl.transport.topics import Topics
+from edge_rl.types import ActorStatus
+
+WAIT_S = 10.0
+
+
+def run_config(run: str, **kw) -> RunConfig:
+    base = dict(
+        env_id="CartPole-v1", run=run, total_env_steps=1_200, learning_starts=200,
+        replay_ratio=0.25, max_lag_transitions=300, eval_episodes=2, select_every=2,
+        select_episodes=2, dqn=DQNConfig(hidden=(16, 16), batch_size=32),
+        fleet=FleetConfig(actors=0),
+        export=ExportConfig(every_updates=40, calibration_size=50, parity_size=50,
+                            min_greedy_agreement=0.0),
+    )  # fmt: skip
+    base.update(kw)
+    return RunConfig(**base)
+
+
+# --- FleetControl: statuses in, control and credit out ---------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes]] = []
+
+    def __call__(self, topic: str, payload: bytes, **kw) -> bool:
+        self.sent.append((topic, payload))
+        return True
+
+    def controls(self):
+        return [codec.decode_control(p) for _, p in self.sent]
+
+
+def status(actor: str, state: str = "running") -> bytes:
+    return codec.encode_status(ActorStatus(actor_id=actor, state=state))
+
+
+def test_fleet_control_records_only_statuses_from_their_own_topic():
+    cfg = run_config("fc")
+    topics = Topics(cfg.transport.root, cfg.run)
+    fleet = FleetControl(cfg, topics, Recorder(), received=lambda: (0, {}))
+    fleet.on_status(topics.status("a0"), status("a0"))
+    fleet.on_status(topics.status("a1"), status("a0"))  # a0 speaking on a1's topic
+    fleet.on_status(topics.status("a2"), b"not a status")
+    assert set(fleet.actors()) == {"a0"}
+    assert fleet.status_rejected == 2
+
+
+def test_fleet_control_grants_credit_to_known_actors_and_stopping_is_final():
+    cfg = run_config("fc2")
+    topics = Topics(cfg.transport.root, cfg.run)
+    publish = Recorder()
+    fleet = FleetControl(cfg, topics, publish, received=lambda: (0, {}))
+    fleet.send("running", updates=0)  # nobody known yet: nothing granted
+    fleet.on_status(topics.status("a0"), status("a0"))
+    fleet.on_status(topics.status("a1"), status("a1"))
+    fleet.on_status(topics.status("gone"), status("gone", "offline"))
+    fleet.send("running", updates=0)
+    fleet.send("running", updates=0)  # nothing new to grant: not sent again
+    first, second = publish.controls()
+    assert first.credits == {} and first.default_credit == 0
+    allowed = cfg.learning_starts + cfg.max_lag_transitions
+    assert set(second.credits) == {"a0", "a1"} and sum(second.credits.values()) == allowed
+    fleet.send("stopped")
+    fleet.send("running", updates=1_000)  # after stopped: ignored
+    assert [c.state for c in publish.controls()] == ["running", "running", "stopped"]
+    fleet.republish()  # after a reconnect: the last message again, unchanged
+    assert publish.sent[-1] == publish.sent[-2]
+    assert all(t == topics.control for t, _ in publish.sent)
+
+
+# --- a learner and a real actor, in one process, no broker ------------------------------
+
+
+FAST_BOARD = BoardConfig(
+    board="test-board", batch_size=16, flush_interval_s=0.05, status_interval_s=0.1
+)
+
+
+def test_learner_and_actor_over_the_memory_transport(tmp_path):
+    cfg = run_config("mem")
+    topics = Topics(cfg.transport.root, cfg.run)
+    broker = MemoryBroker()
+    try:
+        learner = LearnerNode(cfg, broker.connect, tmp_path / "run")
+        opts = ActorOptions("a0", cfg.env_id, broker.url, run=cfg.run, seed=3)
+        actor = ActorNode(FAST_BOARD, opts, connect=broker.connect)
+        thread = threading.Thread(target=actor.run, name="actor", daemon=True)
+        thread.start()
+        summary = learner.run()
+        thread.join(WAIT_S)
+        assert not thread.is_alive(), "the actor did not stop after the learner's stop"
+    finally:
+        broker.close()
+
+    # The budget was met from this actor alone; everything it sent is in replay, once.
+    assert summary["env_steps"] >= cfg.total_env_steps
+    assert actor.transitions_sent == summary["transitions_received"] == len(learner.replay)
+    assert summary["batches_missing"] == 0 and summary["transitions_rejected"] == 0
+    # Policies went out retained; the actor ran one; publishes.jsonl has a line for each.
+    policy = codec.decode_policy(broker.retained[topics.policy], cfg.transport.max_packet_bytes)
+    assert policy.manifest.policy_version == summary["policy_version"] >= 2
+    assert summary["actors"]["a0"]["policy_version"] >= 1
+    lines = (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()
+    assert [json.loads(x)["policy_version"] for x in lines] == list(
+        range(1, summary["policy_version"] + 1)
+    )
+    # The replay ratio was paid in full, and the final control message says stopped.
+    assert summary["updates"] >= int(cfg.replay_ratio * (summary["env_steps"] - 200))
+    assert codec.decode_control(broker.retained[topics.control]).state == "stopped"
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved == json.loads(json.dumps(summary))
