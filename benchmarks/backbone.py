@@ -9,7 +9,7 @@ Everything that is compared runs side by side in one process and one run, so tha
 2-core machine still gives fair *ratios*; absolute numbers move with the machine's load.
 
 1. Deployed network: int8 / fp16 / fp32 TFLite of the DQN CartPole net (4-256-256-2) and
-   the DESIGN.md reference MLP (17-256-256-6): bytes, zlib bytes, latency of ``invoke()``
+   a 17-256-256-6 reference MLP (HalfCheetah-sized): bytes, zlib bytes, latency of ``invoke()``
    alone, of ``set_tensor + invoke + get_tensor`` and of ``TFLitePolicy.__call__``
    (raw float obs in, float out), all under XNNPACK with one thread, interleaved in
    rounds. Without-XNNPACK rows (LiteRT's built-in kernels) for reference.

@@ -2,7 +2,7 @@
 
 ``ai-edge-litert`` first (delegates int8 and float layers to XNNPACK by default), then
 ``tflite-runtime`` (its last release, 2.14, needs numpy<2 and does not use XNNPACK on
-x86; see DESIGN.md).
+x86, measured on the development host).
 """
 
 from __future__ import annotations
