@@ -18,8 +18,11 @@ import click
 log = logging.getLogger("edge_rl")
 
 
-def _setup_logging(verbose: bool, file: Path | None = None) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+def _setup_logging(
+    verbose: bool, file: Path | None = None, terminal: logging.Handler | None = None
+) -> None:
+    """Records to stderr (or the ``terminal`` handler given) and, with ``file``, to it."""
+    handlers: list[logging.Handler] = [terminal or logging.StreamHandler(sys.stderr)]
     if file is not None:
         handlers.append(logging.FileHandler(file))
     logging.basicConfig(
@@ -94,7 +97,13 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
         out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     run_dir.mkdir(parents=True, exist_ok=True)
-    _setup_logging(ctx.obj["verbose"], run_dir / "learner.log")
+    from edge_rl.telemetry.progress import CurrentStderrHandler, claim_terminal
+
+    # On a terminal the live view owns it: native lines (TensorFlow's start-up, LiteRT's)
+    # and INFO records go to learner.log only; warnings and errors print above the view.
+    terminal = CurrentStderrHandler()
+    terminal.setLevel(logging.WARNING if claim_terminal(run_dir / "learner.log") else 0)
+    _setup_logging(ctx.obj["verbose"], run_dir / "learner.log", terminal)
     import dataclasses
 
     (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))

@@ -1,9 +1,13 @@
-"""The live terminal view of ``edge-rl learn``: run progress and one row per actor."""
+"""The live terminal view of ``edge-rl learn`` (run progress, one row per actor) and the
+terminal it owns."""
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -14,6 +18,50 @@ from rich.table import Table
 from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorStatus
 
 log = logging.getLogger(__name__)
+
+
+def claim_terminal(log_path: Path) -> bool:
+    """Keep the terminal for the live view: when stderr is a terminal, file descriptor 2
+    becomes ``log_path`` (appended) for the rest of the process, and ``sys.stderr`` a
+    stream on a duplicate of the terminal. Returns whether stderr was a terminal.
+
+    Native code writes to fd 2 past Python: TensorFlow's start-up lines (absl, ``cuInit``),
+    LiteRT's "Created TensorFlow Lite XNNPACK delegate" at every evaluation. A line the live
+    display does not know of moves the cursor and leaves its last frame behind (the view
+    stacks); these go to the log. Python's own writes (tracebacks, click's errors, logging)
+    still reach the terminal through ``sys.stderr``, which rich's ``Live`` redirects above
+    the view while it is up.
+    """
+    try:  # not under click's CliRunner or a test's captured stderr
+        if sys.stderr.fileno() != 2 or not os.isatty(2):
+            return False
+    except (AttributeError, OSError, ValueError):
+        return False
+    sys.stderr.flush()
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    terminal = os.fdopen(os.dup(2), "w", buffering=1, encoding=encoding, errors="replace")
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    sys.stderr = terminal
+    return True
+
+
+class CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes: while rich's ``Live`` is up,
+    its proxy, which prints the line above the view instead of over it. (A plain
+    ``StreamHandler(sys.stderr)`` keeps the stream it was made with and writes past it.)"""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
 
 
 class LiveView:
