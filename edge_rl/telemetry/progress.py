@@ -1,10 +1,11 @@
-"""The live terminal view of ``edge-rl learn`` (run progress, one row per actor) and the
-terminal it owns."""
+"""The live terminal view of ``edge-rl learn`` (run progress, one row per actor), the
+terminal it owns, and the short result the run ends with."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -159,3 +160,39 @@ def _shares(breakdown: dict[str, float]) -> str:
     if wall <= 0:
         return "-"
     return "/".join(f"{100 * breakdown.get(k, 0.0) / wall:.0f}" for k in ACTOR_LOOP_BUCKETS)
+
+
+def result_lines(summary: dict[str, Any], run_dir: Path, total_s: float | None = None) -> list[str]:
+    """What ``edge-rl learn`` prints at the end: the result and the commands to go on with.
+    ``total_s``: the command's wall time, start-up included (the summary's ``wall_s`` is the
+    training loop's)."""
+    run = shlex.quote(str(run_dir))
+    env = shlex.quote(str(summary["env_id"]))
+    ret, std = summary.get("final_eval_return"), summary.get("final_eval_return_std")
+    if ret is None:
+        result = "final return: not evaluated (no policy was deployed)"
+    else:
+        result = (
+            f"final return {ret:.1f} ± {std or 0.0:.1f} over {summary['eval_episodes']} greedy "
+            f"episodes ({summary.get('policy_precision', 'int8')} policy in LiteRT)"
+        )
+    lines = [
+        f"{summary['env_id']} {summary['algo']}: {result}",
+        f"  env steps {summary['env_steps']:,}, updates {summary['updates']:,}, "
+        f"policy v{summary['policy_version']}, wall time {_duration(summary['wall_s'])} training"
+        + ("" if total_s is None else f", {_duration(total_s)} in all"),
+        f"  run directory {run_dir}  (summary.json, learner.log, metrics.csv, tb/)",
+        "next:",
+    ]
+    if summary.get("policy_version", 0) > 0:
+        lines.append(f"  edge-rl eval {run}/policy.tflite --env {env} --episodes 10")
+    lines.append(f"  edge-rl report {run}")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"

@@ -1,4 +1,4 @@
-"""The live view's seams: log records while it is up, the terminal it claims."""
+"""The live view's seams: log records while it is up, the terminal it claims, the result."""
 
 from __future__ import annotations
 
@@ -17,11 +17,19 @@ from rich.console import Console
 from edge_rl.telemetry.progress import (
     CurrentStderrHandler,
     LiveView,
+    result_lines,
 )
 from edge_rl.types import ActorStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
+
+SUMMARY = {
+    "env_id": "CartPole-v1", "algo": "dqn", "env_steps": 50_000, "updates": 12_345,
+    "wall_s": 182.4, "final_eval_return": 187.25, "final_eval_return_std": 12.1,
+    "eval_episodes": 10, "policy_version": 40, "policy_precision": "int8",
+    "transitions_received": 50_000, "energy": {"learner": {"kwh": 1e-4}},
+}  # fmt: skip
 
 
 def _row(env_steps: int) -> dict:
@@ -31,6 +39,29 @@ def _row(env_steps: int) -> dict:
         "actors_online": 1, "transitions_rejected": 0, "transitions_duplicate": 0,
         "fleet_state": "running",
     }  # fmt: skip
+
+
+def test_result_is_short_and_names_the_next_commands():
+    lines = result_lines(SUMMARY, Path("runs/cp run"), total_s=201.0)
+    text = "\n".join(lines)
+    assert len(lines) <= 8
+    assert "final return 187.2 ± 12.1 over 10 greedy episodes (int8 policy in LiteRT)" in text
+    assert "env steps 50,000, updates 12,345" in text
+    assert "wall time 3m 02s training, 3m 21s in all" in text
+    assert "run directory runs/cp run" in text
+    # Ready to paste: the run directory is quoted for the shell.
+    assert "  edge-rl eval 'runs/cp run'/policy.tflite --env CartPole-v1 --episodes 10" in lines
+    assert "  edge-rl report 'runs/cp run'" in lines
+    assert "transitions_received" not in text and "kwh" not in text
+
+
+def test_result_of_a_run_that_deployed_no_policy():
+    summary = dict(SUMMARY, final_eval_return=None, final_eval_return_std=None,
+                   eval_episodes=0, policy_version=0, wall_s=41.04)  # fmt: skip
+    text = "\n".join(result_lines(summary, Path("r")))
+    assert "final return: not evaluated (no policy was deployed)" in text
+    assert "wall time 41.0 s training" in text and "in all" not in text
+    assert "edge-rl eval" not in text and "edge-rl report r" in text
 
 
 def test_handler_writes_to_the_stderr_of_the_moment(monkeypatch):
