@@ -114,7 +114,11 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     # SIGINT explicitly too: a shell starts a background job (`&`) with SIGINT ignored.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    summary = _learn(cfg, run_dir, broker, embedded_broker)
+    try:
+        summary = _learn(cfg, run_dir, broker, embedded_broker)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: no summary.json (click would say "Aborted!")
+        click.echo(f"\ninterrupted: no summary; logs and metrics so far in {run_dir}", err=True)
+        sys.exit(130)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:  # the full summary stays in summary.json
