@@ -173,15 +173,16 @@ def result_lines(summary: dict[str, Any], run_dir: Path, total_s: float | None =
         result = "final return: not evaluated (no policy was deployed)"
     else:
         result = (
-            f"final return {ret:.1f} ± {std or 0.0:.1f} over {summary['eval_episodes']} greedy "
-            f"episodes ({summary.get('policy_precision', 'int8')} policy in LiteRT)"
+            f"final return {ret:.1f} ± {std or 0.0:.1f} ({summary['eval_episodes']} greedy "
+            f"episodes, {summary.get('policy_precision', 'int8')} in LiteRT)"
         )
+    wall = f"  wall time {_duration(summary['wall_s'])} training"
     lines = [
         f"{summary['env_id']} {summary['algo']}: {result}",
         f"  env steps {summary['env_steps']:,}, updates {summary['updates']:,}, "
-        f"policy v{summary['policy_version']}, wall time {_duration(summary['wall_s'])} training"
-        + ("" if total_s is None else f", {_duration(total_s)} in all"),
-        f"  run directory {run_dir}  (summary.json, learner.log, metrics.csv, tb/)",
+        f"policy v{summary['policy_version']}",
+        wall if total_s is None else f"{wall}, {_duration(total_s)} in all",
+        f"  run directory {run_dir} (summary.json, learner.log)",
         "next:",
     ]
     if summary.get("policy_version", 0) > 0:

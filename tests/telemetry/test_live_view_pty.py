@@ -100,7 +100,7 @@ def test_learn_redraws_in_place_and_ends_with_a_short_result(
     assert term.whole_views >= 3, f"the view was seen whole {term.whole_views} times:\n{text}"
     # The last frame stays; below it, the short result.
     assert len(_headers(final)) == 1, text
-    assert re.search(r"final return -?\d+\.\d ± \d+\.\d over 2 greedy episodes", text), text
+    assert re.search(r"final return -?\d+\.\d ± \d+\.\d \(2 greedy episodes", text), text
     assert f"edge-rl eval {run}/policy.tflite --env CartPole-v1 --episodes 10" in text
     assert f"edge-rl report {run}" in text
     for noise in NOT_IN_TERMINAL:

@@ -44,9 +44,9 @@ def _row(env_steps: int) -> dict:
 def test_result_is_short_and_names_the_next_commands():
     lines = result_lines(SUMMARY, Path("runs/cp run"), total_s=201.0)
     text = "\n".join(lines)
-    assert len(lines) <= 8
-    assert "final return 187.2 ± 12.1 over 10 greedy episodes (int8 policy in LiteRT)" in text
-    assert "env steps 50,000, updates 12,345" in text
+    assert len(lines) <= 8 and max(map(len, lines)) <= 80
+    assert "final return 187.2 ± 12.1 (10 greedy episodes, int8 in LiteRT)" in text
+    assert "env steps 50,000, updates 12,345, policy v40" in text
     assert "wall time 3m 02s training, 3m 21s in all" in text
     assert "run directory runs/cp run" in text
     # Ready to paste: the run directory is quoted for the shell.
