@@ -18,8 +18,11 @@ import click
 log = logging.getLogger("edge_rl")
 
 
-def _setup_logging(verbose: bool, file: Path | None = None) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+def _setup_logging(
+    verbose: bool, file: Path | None = None, terminal: logging.Handler | None = None
+) -> None:
+    """Records to stderr (or the ``terminal`` handler given) and, with ``file``, to it."""
+    handlers: list[logging.Handler] = [terminal or logging.StreamHandler(sys.stderr)]
     if file is not None:
         handlers.append(logging.FileHandler(file))
     logging.basicConfig(
@@ -69,9 +72,11 @@ def main(ctx: click.Context, verbose: bool) -> None:
 @click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
 @click.option("--seed", type=int, help="Overrides the config's seed.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
+@click.option("--json", "as_json", is_flag=True, help="End by printing summary.json in full.")
 @click.pass_context
-def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, sets) -> None:
+def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, sets, as_json):
     """Train: a learner, an embedded broker unless --broker, and a simulated fleet."""
+    started = time.monotonic()
     import os
 
     import yaml
@@ -94,7 +99,13 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
         out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     run_dir.mkdir(parents=True, exist_ok=True)
-    _setup_logging(ctx.obj["verbose"], run_dir / "learner.log")
+    from edge_rl.telemetry.progress import CurrentStderrHandler, claim_terminal, result_lines
+
+    # On a terminal the live view owns it: native lines (TensorFlow's start-up, LiteRT's)
+    # and INFO records go to learner.log only; warnings and errors print above the view.
+    terminal = CurrentStderrHandler()
+    terminal.setLevel(logging.WARNING if claim_terminal(run_dir / "learner.log") else 0)
+    _setup_logging(ctx.obj["verbose"], run_dir / "learner.log", terminal)
     import dataclasses
 
     (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
@@ -103,9 +114,15 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     # SIGINT explicitly too: a shell starts a background job (`&`) with SIGINT ignored.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    summary = _learn(cfg, run_dir, broker, embedded_broker)
-    click.echo(json.dumps(summary, indent=2))
-    click.echo(f"run directory: {run_dir}")
+    try:
+        summary = _learn(cfg, run_dir, broker, embedded_broker)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: no summary.json (click would say "Aborted!")
+        click.echo(f"\ninterrupted: no summary; logs and metrics so far in {run_dir}", err=True)
+        sys.exit(130)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:  # the full summary stays in summary.json
+        click.echo("\n" + "\n".join(result_lines(summary, run_dir, time.monotonic() - started)))
 
 
 def _interrupt(signum, frame) -> None:

@@ -1,9 +1,14 @@
-"""The live terminal view of ``edge-rl learn``: run progress and one row per actor."""
+"""The live terminal view of ``edge-rl learn`` (run progress, one row per actor), the
+terminal it owns, and the short result the run ends with."""
 
 from __future__ import annotations
 
 import logging
+import os
+import shlex
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -14,6 +19,50 @@ from rich.table import Table
 from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorStatus
 
 log = logging.getLogger(__name__)
+
+
+def claim_terminal(log_path: Path) -> bool:
+    """Keep the terminal for the live view: when stderr is a terminal, file descriptor 2
+    becomes ``log_path`` (appended) for the rest of the process, and ``sys.stderr`` a
+    stream on a duplicate of the terminal. Returns whether stderr was a terminal.
+
+    Native code writes to fd 2 past Python: TensorFlow's start-up lines (absl, ``cuInit``),
+    LiteRT's "Created TensorFlow Lite XNNPACK delegate" at every evaluation. A line the live
+    display does not know of moves the cursor and leaves its last frame behind (the view
+    stacks); these go to the log. Python's own writes (tracebacks, click's errors, logging)
+    still reach the terminal through ``sys.stderr``, which rich's ``Live`` redirects above
+    the view while it is up.
+    """
+    try:  # not under click's CliRunner or a test's captured stderr
+        if sys.stderr.fileno() != 2 or not os.isatty(2):
+            return False
+    except (AttributeError, OSError, ValueError):
+        return False
+    sys.stderr.flush()
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    terminal = os.fdopen(os.dup(2), "w", buffering=1, encoding=encoding, errors="replace")
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    sys.stderr = terminal
+    return True
+
+
+class CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes: while rich's ``Live`` is up,
+    its proxy, which prints the line above the view instead of over it. (A plain
+    ``StreamHandler(sys.stderr)`` keeps the stream it was made with and writes past it.)"""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
 
 
 class LiveView:
@@ -111,3 +160,40 @@ def _shares(breakdown: dict[str, float]) -> str:
     if wall <= 0:
         return "-"
     return "/".join(f"{100 * breakdown.get(k, 0.0) / wall:.0f}" for k in ACTOR_LOOP_BUCKETS)
+
+
+def result_lines(summary: dict[str, Any], run_dir: Path, total_s: float | None = None) -> list[str]:
+    """What ``edge-rl learn`` prints at the end: the result and the commands to go on with.
+    ``total_s``: the command's wall time, start-up included (the summary's ``wall_s`` is the
+    training loop's)."""
+    run = shlex.quote(str(run_dir))
+    env = shlex.quote(str(summary["env_id"]))
+    ret, std = summary.get("final_eval_return"), summary.get("final_eval_return_std")
+    if ret is None:
+        result = "final return: not evaluated (no policy was deployed)"
+    else:
+        result = (
+            f"final return {ret:.1f} ± {std or 0.0:.1f} ({summary['eval_episodes']} greedy "
+            f"episodes, {summary.get('policy_precision', 'int8')} in LiteRT)"
+        )
+    wall = f"  wall time {_duration(summary['wall_s'])} training"
+    lines = [
+        f"{summary['env_id']} {summary['algo']}: {result}",
+        f"  env steps {summary['env_steps']:,}, updates {summary['updates']:,}, "
+        f"policy v{summary['policy_version']}",
+        wall if total_s is None else f"{wall}, {_duration(total_s)} in all",
+        f"  run directory {run_dir} (summary.json, learner.log)",
+        "next:",
+    ]
+    if summary.get("policy_version", 0) > 0:
+        lines.append(f"  edge-rl eval {run}/policy.tflite --env {env} --episodes 10")
+    lines.append(f"  edge-rl report {run}")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
