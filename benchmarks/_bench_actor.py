@@ -170,7 +170,21 @@ def policy_payload(exported, run: str) -> bytes:
         created_unix=time.time(),
     )
     bundle = PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib"))
-    return codec.encode_policy(bundle)
+    return codec.encode_policy(bundle, _signer())
+
+
+def _signer():
+    """The benchmark's own signing key (made once per process): its policies are signed as
+    the learner's are, so the actor rung verifies them as a board does."""
+    global _SIGNER
+    if _SIGNER is None:
+        from edge_rl.transport.signing import Signer
+
+        _SIGNER = Signer.generate()
+    return _SIGNER
+
+
+_SIGNER = None
 
 
 class ActorRung:
@@ -189,9 +203,15 @@ class ActorRung:
         run = f"bench-{uuid.uuid4().hex[:8]}"
         self.learner = _publish_policy_and_control(broker.url, run, exported)
         board = BoardConfig(board="bench-host", emulation=Emulation(compute_slowdown=1.0))
+        import tempfile
+        from pathlib import Path
+
+        key = Path(tempfile.mkdtemp(prefix="edge-rl-bench-")) / "learner.pub"
+        _signer().write_public(key)
         opts = ActorOptions(
-            actor_id="bench-00", env="CartPole-v1", broker=broker.url, run=run, seed=SEED
-        )
+            actor_id="bench-00", env="CartPole-v1", broker=broker.url, run=run, seed=SEED,
+            policy_key=str(key),
+        )  # fmt: skip
         self.node = node = ActorNode(board, opts)
         self.publish_ns = [0, 0]  # time inside MqttTransport.publish, calls
         real_publish = node.transport.publish

@@ -1,4 +1,4 @@
-"""``edge-rl``: learn | actor | fleet | eval | report.
+"""``edge-rl``: learn | actor | fleet, and eval | report | keygen (cli_tools.py).
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import click
+
+from edge_rl import cli_tools
 
 log = logging.getLogger("edge_rl")
 
@@ -72,9 +74,15 @@ def main(ctx: click.Context, verbose: bool) -> None:
 @click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
 @click.option("--seed", type=int, help="Overrides the config's seed.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
+@click.option(
+    "--signing-key",
+    type=click.Path(dir_okay=False),
+    help="Policy signing key (PEM; made if missing). Default: RUN_DIR/signing.key.",
+)
 @click.option("--json", "as_json", is_flag=True, help="End by printing summary.json in full.")
 @click.pass_context
-def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, sets, as_json):
+def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, sets, signing_key,
+          as_json):  # fmt: skip
     """Train: a learner, an embedded broker unless --broker, and a simulated fleet."""
     started = time.monotonic()
     import os
@@ -91,6 +99,8 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
         overrides["fleet.actors"] = n_fleet
     if board is not None:
         overrides["fleet.board"] = board
+    if signing_key is not None:
+        overrides["signing_key"] = signing_key
     try:
         cfg = load_run_config(config_path, overrides)
     except ValueError as e:
@@ -145,7 +155,16 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
     from edge_rl.telemetry.progress import LiveView
     from edge_rl.transport.broker import EmbeddedBroker
     from edge_rl.transport.mqtt import mqtt_connect
+    from edge_rl.transport.signing import Signer
 
+    key = Path(cfg.signing_key) if cfg.signing_key else run_dir / "signing.key"
+    try:
+        signer = Signer.load_or_create(key)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    public_key = run_dir / "signing.pub"  # what the simulated fleet verifies with
+    signer.write_public(public_key)
+    log.info("policies signed by key %s (%s); public key %s", signer.key_id.hex(), key, public_key)
     with ExitStack() as stack:
         if broker is None:
             embedded = stack.enter_context(
@@ -164,6 +183,7 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
                 board_file(cfg.fleet.board),
                 broker,
                 cfg.env_id,
+                policy_key=public_key,
                 run=cfg.run,
                 root=cfg.transport.root,
                 seed=cfg.seed,
@@ -172,7 +192,9 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
             stack.enter_context(fleet)
         view = stack.enter_context(LiveView(cfg.total_env_steps))
         alive = fleet.alive if fleet else None
-        node = LearnerNode(cfg, mqtt_connect(broker), run_dir, fleet_alive=alive, view=view)
+        node = LearnerNode(
+            cfg, mqtt_connect(broker), run_dir, signer=signer, fleet_alive=alive, view=view
+        )
         return node.run()
 
 
@@ -185,8 +207,13 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
 @click.option("--root", default="edge-rl", show_default=True, help="Topic root.")
 @click.option("--seed", type=int, help="Environment and exploration seed.")
 @click.option("--max-env-steps", type=int, help="Exit after this many env steps.")
+@click.option(
+    "--policy-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The learner's public key (PEM); default: the board file's policy_public_key.",
+)
 @click.pass_context
-def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps) -> None:
+def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, policy_key):
     """Run one actor: LiteRT policy, on-device exploration, transitions to the learner."""
     from edge_rl.edge.board import load_board
     from edge_rl.fleet.fleet import board_file
@@ -195,7 +222,7 @@ def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps) 
     _setup_logging(ctx.obj["verbose"])
     try:
         board_cfg = load_board(board_file(board))
-        opts = ActorOptions(actor_id, env_id, broker, root, run, seed, max_env_steps)
+        opts = ActorOptions(actor_id, env_id, broker, root, run, seed, max_env_steps, policy_key)
         node = ActorNode(board_cfg, opts)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
@@ -217,14 +244,21 @@ def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps) 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--log-dir", type=click.Path(file_okay=False), help="One log file per actor.")
 @click.option("--id-prefix", default="sim", show_default=True, help="Actor ids: PREFIX-00, ...")
+@click.option(
+    "--policy-key",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The learner's public key (PEM), e.g. RUN_DIR/signing.pub.",
+)
 @click.pass_context
-def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix) -> None:
+def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix, policy_key):
     """Start N simulated actors (real processes) against a broker; Ctrl-C stops them."""
     from edge_rl.fleet.fleet import Fleet, board_file
 
     _setup_logging(ctx.obj["verbose"])
-    f = Fleet(n, board_file(board), broker, env_id, run=run, root=root, seed=seed,
-              log_dir=Path(log_dir) if log_dir else None, id_prefix=id_prefix)  # fmt: skip
+    f = Fleet(n, board_file(board), broker, env_id, policy_key=Path(policy_key), run=run,
+              root=root, seed=seed, log_dir=Path(log_dir) if log_dir else None,
+              id_prefix=id_prefix)  # fmt: skip
     with f:
         try:
             while f.alive():
@@ -234,56 +268,9 @@ def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix) ->
     click.echo(f"exit codes: {f.exit_codes()}")
 
 
-@main.command("eval")
-@click.argument("model", type=click.Path(exists=True, dir_okay=False))
-@click.option("--env", "env_id", required=True)
-@click.option("--episodes", type=int, default=10, show_default=True)
-@click.option("--manifest", type=click.Path(exists=True, dir_okay=False),
-              help="Manifest JSON (default: manifest.json beside the model).")  # fmt: skip
-@click.option("--seed", type=int, default=10_000, show_default=True)
-def eval_(model, env_id, episodes, manifest, seed) -> None:
-    """Evaluate a .tflite policy greedily in LiteRT."""
-    from edge_rl.edge.evaluate import evaluate, load_manifest_beside
-    from edge_rl.transport.codec import CodecError, manifest_from_dict
-
-    path = Path(model)
-    try:
-        m = (
-            manifest_from_dict(json.loads(Path(manifest).read_text()))
-            if manifest
-            else load_manifest_beside(path)
-        )
-        result = evaluate(path.read_bytes(), env_id, episodes, manifest=m, seed=seed)
-    except (ValueError, CodecError) as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(
-        json.dumps(
-            {"env_id": env_id, "episodes": episodes, "mean_return": result.mean,
-             "std_return": result.std, "returns": list(result.returns)}, indent=2
-        )
-    )  # fmt: skip
-
-
-@main.command()
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--out",
-    default="report",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Directory for the PNGs and report.md (created; same-named files replaced).",
-)
-def report(run_dirs, out) -> None:
-    """Plot and summarise run directories of `edge-rl learn`: PNGs and report.md in --out."""
-    from edge_rl.report import load_run, write_report
-
-    try:
-        runs = [load_run(Path(d)) for d in run_dirs]
-        written = write_report(runs, Path(out))
-    except ValueError as e:
-        raise click.ClickException(str(e)) from None
-    for path in written:
-        click.echo(path)
+main.add_command(cli_tools.eval_)
+main.add_command(cli_tools.report)
+main.add_command(cli_tools.keygen)
 
 
 if __name__ == "__main__":

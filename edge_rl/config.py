@@ -132,6 +132,10 @@ class RunConfig:
     algo: str = "dqn"
     run: str = "default"  # topic level under transport.root; one run per name on a broker
     seed: int = 0
+    # The Ed25519 key (PEM) that signs every policy, made (mode 0600) if the file is missing;
+    # its public half, beside it as .pub, is what each board verifies with. None: a key of
+    # the run's own in <run dir>/signing.key (the simulated fleet is handed its .pub).
+    signing_key: str | None = None
 
     # Budget and pacing, all counted in transitions received from the fleet.
     total_env_steps: int = 50_000
@@ -139,7 +143,7 @@ class RunConfig:
     replay_capacity: int = 100_000
     replay_ratio: float = 0.5  # gradient updates per transition received
     # Flow control: the fleet may run at most this many transitions ahead of what the
-    # updates done so far have paid for at the replay ratio (see LearnerNode._credit).
+    # updates done so far have paid for at the replay ratio (see nodes/fleet_control.py).
     max_lag_transitions: int = 1_000
     max_policy_lag: int | None = None  # reject batches acted this many versions ago
     eval_episodes: int = 10  # final evaluation of the deployed model (LiteRT, greedy)

@@ -146,3 +146,15 @@ SMALL_NETS = {
 def tiny_learn():
     """``algo -> flags`` that make ``edge-rl learn`` a ~30 s smoke run (with selection)."""
     return lambda algo: [*TINY, *SMALL_NETS[algo]]
+
+
+@pytest.fixture(scope="session")
+def policy_keys(tmp_path_factory) -> tuple:
+    """``(signer, public key file)``: a policy signing key made for this test session. Tests
+    sign the policies they publish with it and hand the .pub to the actors they start."""
+    from edge_rl.transport.signing import Signer
+
+    keys = tmp_path_factory.mktemp("keys")
+    signer = Signer.load_or_create(keys / "learner.key")
+    signer.write_public(keys / "learner.pub")
+    return signer, keys / "learner.pub"

@@ -131,15 +131,19 @@ def test_learn_on_the_embedded_python_broker(tmp_path, cli):
          "replay_ratio"),
         (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "nokey"], "KEY=VALUE"),
         (["actor", "--board", "nosuchboard", "--broker", "mqtt://127.0.0.1:1", "--env",
-          "CartPole-v1", "--id", "a"], "known boards"),
+          "CartPole-v1", "--id", "a", "KEY"], "known boards"),
         (["actor", "--board", "rpi4", "--broker", "http://x", "--env", "CartPole-v1",
-          "--id", "a"], "mqtt://"),
+          "--id", "a", "KEY"], "mqtt://"),
         (["actor", "--board", "rpi4", "--broker", "mqtt://127.0.0.1:1", "--env",
-          "CartPole-v1", "--id", "a/b"], "actor id"),
+          "CartPole-v1", "--id", "a/b", "KEY"], "actor id"),
+        (["actor", "--board", "rpi4", "--broker", "mqtt://127.0.0.1:1", "--env",
+          "CartPole-v1", "--id", "a"], "public key"),
     ],
-    ids=["unknown key", "bad value", "bad --set", "unknown board", "bad url", "bad id"],
+    ids=["unknown key", "bad value", "bad --set", "unknown board", "bad url", "bad id",
+         "no policy key"],
 )  # fmt: skip
-def test_bad_input_gets_a_clear_error(args, message, cli):
+def test_bad_input_gets_a_clear_error(args, message, cli, policy_keys):
+    args = [a for x in args for a in (["--policy-key", str(policy_keys[1])] if x == "KEY" else [x])]
     proc = cli(*args, timeout=60)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr[-2000:]

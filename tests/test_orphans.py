@@ -25,11 +25,13 @@ from edge_rl.transport.topics import Topics
 PARENT = textwrap.dedent(
     """
     import json, sys, time
+    from pathlib import Path
     from edge_rl.fleet.fleet import Fleet, board_file
     from edge_rl.transport.broker import EmbeddedBroker
 
     broker = EmbeddedBroker(kind="mosquitto").start()
-    fleet = Fleet(1, board_file("rpi4"), broker.url, "CartPole-v1", run="orphans").start()
+    fleet = Fleet(1, board_file("rpi4"), broker.url, "CartPole-v1", run="orphans",
+                  policy_key=Path(sys.argv[1])).start()
     pids = {"broker": broker.pid, "actor": fleet.procs[0].pid}
     print(json.dumps({"url": broker.url, "pids": pids}), flush=True)
     time.sleep(120)
@@ -47,8 +49,12 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not found")
-def test_broker_and_fleet_exit_when_the_learner_is_killed(mosquitto_available, mqtt_client_factory):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+def test_broker_and_fleet_exit_when_the_learner_is_killed(
+    mosquitto_available, mqtt_client_factory, policy_keys
+):
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(policy_keys[1])], stdout=subprocess.PIPE, text=True
+    )
     pids: dict[str, int] = {}
     try:
         started = json.loads(parent.stdout.readline())  # bounded by the broker's start timeout
@@ -76,7 +82,7 @@ def test_broker_and_fleet_exit_when_the_learner_is_killed(mosquitto_available, m
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_an_actor_told_to_stop_does_not_wait_for_its_broker():
+def test_an_actor_told_to_stop_does_not_wait_for_its_broker(policy_keys):
     """SIGTERM sets ``run_state = "stopped"``; with no broker to connect to, the actor must
     not sit out its 30 s connect wait first (a fleet whose learner died would linger)."""
     from edge_rl.edge.board import BoardConfig
@@ -84,7 +90,8 @@ def test_an_actor_told_to_stop_does_not_wait_for_its_broker():
     from edge_rl.transport.broker import free_port
 
     url = f"mqtt://127.0.0.1:{free_port()}"  # nothing listens there
-    node = ActorNode(BoardConfig(board="test-board"), ActorOptions("a0", "CartPole-v1", url))
+    opts = ActorOptions("a0", "CartPole-v1", url, policy_key=str(policy_keys[1]))
+    node = ActorNode(BoardConfig(board="test-board"), opts)
     thread = threading.Thread(target=node.run, daemon=True)
     thread.start()
     time.sleep(0.5)

@@ -60,6 +60,12 @@ class BoardConfig:
     max_batch_bytes: int = 1_000_000
     status_interval_s: float = 1.0
     max_policy_bytes: int = 8_000_000  # largest decompressed model accepted
+    # Most memory a model's tensors may declare (weights and activations), checked before
+    # the interpreter allocates any: a small file can declare gigabytes.
+    max_tensor_bytes: int = 64_000_000
+    # The learner's public key (PEM file on the board): every policy is verified with it.
+    # `edge-rl actor --policy-key FILE` overrides it; an actor without one does not start.
+    policy_public_key: str | None = None
     emulation: Emulation = field(default_factory=Emulation)
     power: Power | None = None  # no figures: the fleet's energy leaves this board out
 
@@ -67,7 +73,7 @@ class BoardConfig:
         if self.runtime not in ("ai_edge_litert", "tflite_runtime"):
             raise ValueError(f"runtime must be ai_edge_litert or tflite_runtime: {self.runtime!r}")
         names = ("num_threads", "batch_size", "spool_limit_bytes", "max_batch_bytes")
-        for name in (*names, "max_policy_bytes"):
+        for name in (*names, "max_policy_bytes", "max_tensor_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0.01 <= self.flush_interval_s <= 60 or not 0.05 <= self.status_interval_s <= 600:

@@ -1,14 +1,19 @@
 """The policy slot: verify and load new policies off the actor loop, swap between steps.
 
-    slot = PolicySlot(spec, num_threads=4, max_model_bytes=8_000_000)
+    slot = PolicySlot(spec, Verifier.from_file(key), run="cartpole", num_threads=4)
     slot.start()
     # paho network thread, on every message on the policy topic:
     slot.offer(payload)
     # actor loop, between two env steps (one attribute read, never blocks):
     policy = slot.current          # LoadedPolicy | None
 
-Loading (decode, version check, decompress, sha256, interpreter construction and
-``allocate_tensors``) runs on the slot's own thread; only the newest offered payload is
+Verify before you parse, refuse before you act: the signature first (nothing of the
+manifest is read before it holds), then the run, the version, the env spec, the model's
+hash, the memory its tensors declare, and its input and output shapes; only then is the
+policy swapped in. Anything refused is counted by reason (``rejected``), logged once, and
+the actor keeps its last good policy (or acts randomly if it has none).
+
+Loading runs on the slot's own thread; only the newest offered payload is
 kept, so a burst of publishes costs one load. ``receive_seconds`` and ``load_seconds`` add
 up that thread's work over every payload, rejected ones included (the runtime breakdown).
 """
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.codec import CodecError, decode_policy, decompress_model
+from edge_rl.transport.signing import Verifier
 from edge_rl.types import PolicyManifest
 
 log = logging.getLogger(__name__)
@@ -42,13 +48,17 @@ class PolicySlot:
     def __init__(
         self,
         spec: EnvSpec,
+        verifier: Verifier,
         *,
+        run: str,
         num_threads: int = 1,
         max_model_bytes: int = 8_000_000,
+        max_tensor_bytes: int = 64_000_000,
         runtime: str = "ai_edge_litert",
     ):
-        self.spec, self.num_threads, self.max_model_bytes = spec, num_threads, max_model_bytes
-        self.runtime = runtime
+        self.spec, self.verifier, self.run = spec, verifier, run
+        self.num_threads, self.max_model_bytes = num_threads, max_model_bytes
+        self.max_tensor_bytes, self.runtime = max_tensor_bytes, runtime
         self.current: LoadedPolicy | None = None
         self.rejected: Counter[str] = Counter()
         self.loaded = 0
@@ -82,16 +92,22 @@ class PolicySlot:
         while not self._stop:
             self._wake.wait()
             self._wake.clear()
-            with self._lock:
-                payload, self._pending = self._pending, None
-            if payload is not None and not self._stop:
-                try:
-                    self.current = self.load(payload)
-                    self.loaded += 1
-                except CodecError as e:
-                    self._reject(e.reason, str(e))
-                except Exception as e:  # noqa: BLE001 - a bad model must not kill the actor
-                    self._reject("load_failed", f"{type(e).__name__}: {e}")
+            if not self._stop:
+                self.load_pending()
+
+    def load_pending(self) -> None:
+        """Load the newest offered payload, if any; a refusal is counted, never raised."""
+        with self._lock:
+            payload, self._pending = self._pending, None
+        if payload is None:
+            return
+        try:
+            self.current = self.load(payload)
+            self.loaded += 1
+        except CodecError as e:
+            self._reject(e.reason, str(e))
+        except Exception as e:  # noqa: BLE001 - a bad model must not kill the actor
+            self._reject("load_failed", f"{type(e).__name__}: {e}")
 
     def _reject(self, reason: str, detail: str) -> None:
         self.rejected[reason] += 1
@@ -107,15 +123,39 @@ class PolicySlot:
             t1 = time.perf_counter()
             self.receive_seconds += t1 - t0
         try:
-            runner = TFLitePolicy(model, num_threads=self.num_threads, runtime=self.runtime)
+            runner = self._runner(m, model)
         finally:
             self.load_seconds += time.perf_counter() - t1
         return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)
 
+    def _runner(self, m: PolicyManifest, model: bytes) -> TFLitePolicy:
+        try:
+            runner = TFLitePolicy(
+                model,
+                num_threads=self.num_threads,
+                runtime=self.runtime,
+                max_tensor_bytes=self.max_tensor_bytes,
+            )
+        except ValueError as e:  # float I/O or the tensor bound
+            raise CodecError("bad_model", str(e)) from None
+        spec = self.spec
+        out = (spec.num_actions,) if m.output_kind == "q_values" else spec.action_shape
+        if m.output_kind != ("q_values" if spec.discrete else "action"):
+            raise CodecError("spec_mismatch", f"output_kind {m.output_kind!r} for this env")
+        if runner.input_shape != (1, *spec.obs_shape) or runner.output_shape != (1, *out):
+            raise CodecError(
+                "model_shape",
+                f"model maps {runner.input_shape} -> {runner.output_shape}; this env needs "
+                f"{(1, *spec.obs_shape)} -> {(1, *out)}",
+            )
+        return runner
+
     def _verify(self, payload: bytes) -> tuple[PolicyManifest, bytes]:
-        """Decode, check version and spec, decompress and hash: the manifest and model."""
-        bundle = decode_policy(payload, max_bytes=self.max_model_bytes + 64 * 1024)
+        """Verify, decode, check run, version and spec, decompress and hash."""
+        bundle = decode_policy(payload, self.verifier, max_bytes=self.max_model_bytes + 64 * 1024)
         m = bundle.manifest
+        if m.run_id != self.run:
+            raise CodecError("wrong_run", f"policy of run {m.run_id!r}, actor in {self.run!r}")
         if m.policy_version <= self.version:
             raise CodecError(
                 "stale_version", f"v{m.policy_version} is not newer than v{self.version}"

@@ -43,6 +43,18 @@ def _quant(detail: dict) -> TensorQuant:
     return TensorQuant(np.dtype(detail["dtype"]), float(scale), int(zero_point))
 
 
+def declared_tensor_bytes(interp) -> int:
+    """Bytes of every tensor the model declares (weights and activations), read from the
+    flatbuffer's tensor table before ``allocate_tensors``."""
+    total = 0
+    for t in interp.get_tensor_details():
+        n = 1
+        for d in t["shape"]:
+            n *= max(int(d), 1)  # -1/0 (dynamic) counted as 1
+        total += n * np.dtype(t["dtype"]).itemsize
+    return total
+
+
 class TFLitePolicy:
     """One loaded model: float observation in, float model output (Q-values or action) out.
 
@@ -57,12 +69,21 @@ class TFLitePolicy:
         *,
         num_threads: int = 1,
         runtime: str = "ai_edge_litert",
+        max_tensor_bytes: int | None = None,
     ) -> None:
+        """``max_tensor_bytes``: refuse (``ValueError``) a model whose tensors declare more
+        memory than this, before any of it is allocated (a small file can declare GBs)."""
         t0 = time.perf_counter()
         cls, self.runtime = interpreter_class(runtime)
         # Keep the bytes alive: the interpreter reads the flatbuffer in place.
         self._model_bytes = bytes(model_bytes)
         self._interp = cls(model_content=self._model_bytes, num_threads=num_threads)
+        self.tensor_bytes = declared_tensor_bytes(self._interp)
+        if max_tensor_bytes is not None and self.tensor_bytes > max_tensor_bytes:
+            raise ValueError(
+                f"the model's tensors declare {self.tensor_bytes:,} bytes, more than the "
+                f"board's max_tensor_bytes {max_tensor_bytes:,}"
+            )
         self._interp.allocate_tensors()
         self.load_seconds = time.perf_counter() - t0
         (inp,) = self._interp.get_input_details()

@@ -41,6 +41,7 @@ class Fleet:
         broker: str,
         env: str,
         *,
+        policy_key: Path,  # the learner's public key (PEM): actors verify every policy with it
         run: str = "default",
         root: str = "edge-rl",
         seed: int = 0,
@@ -53,6 +54,7 @@ class Fleet:
         if not board.exists():
             raise FileNotFoundError(f"board file {board} not found")
         self.n, self.board, self.broker, self.env = n, board, broker, env
+        self.policy_key = policy_key
         self.run, self.root, self.seed = run, root, seed
         self.log_dir, self.id_prefix, self.extra_args = log_dir, id_prefix, extra_args
         self.procs: list[subprocess.Popen] = []
@@ -70,6 +72,7 @@ class Fleet:
                 sys.executable, "-m", "edge_rl.cli", "actor",
                 "--board", str(self.board), "--broker", self.broker, "--env", self.env,
                 "--id", actor_id, "--run", self.run, "--root", self.root,
+                "--policy-key", str(self.policy_key),
                 "--seed", str(self.seed + 1000 * (i + 1)), *self.extra_args,
             ]  # fmt: skip
             out = subprocess.DEVNULL

@@ -28,6 +28,7 @@ import secrets
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from edge_rl.telemetry.breakdown import LapClock
 from edge_rl.transport import codec
 from edge_rl.transport.base import Connect
 from edge_rl.transport.mqtt import mqtt_connect
+from edge_rl.transport.signing import Verifier
 from edge_rl.transport.topics import Topics
 from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorState, ActorStatus, TransitionBatch
 
@@ -57,6 +59,7 @@ class ActorOptions:
     run: str = "default"
     seed: int | None = None
     max_env_steps: int | None = None  # stop by itself after this many steps (tests)
+    policy_key: str | None = None  # learner's public key (PEM); default: the board file's
 
 
 class ActorNode:
@@ -72,10 +75,19 @@ class ActorNode:
         # New per process (see TransitionBatch); 53 bits so that JSON readers that hold
         # numbers as doubles (JavaScript, cJSON) read it exactly.
         self.session = secrets.randbits(53)
+        key = opts.policy_key or board.policy_public_key
+        if not key:
+            raise ValueError(
+                "an actor needs the learner's public key to verify policies: --policy-key "
+                "FILE or policy_public_key in the board file (edge-rl keygen makes a pair)"
+            )
         self.slot = PolicySlot(
             self.spec,
+            Verifier.from_file(Path(key)),
+            run=opts.run,
             num_threads=board.num_threads,
             max_model_bytes=board.max_policy_bytes,
+            max_tensor_bytes=board.max_tensor_bytes,
             runtime=board.runtime,
         )
         self.batcher = Batcher(

@@ -1,6 +1,6 @@
 """The policy topic: what the actors run now, published retained, and what each publish cost.
 
-    broadcast = PolicyBroadcast(topics, publish, publisher.save, run_dir, max_bytes)
+    broadcast = PolicyBroadcast(topics, publish, publisher, cfg.transport)
     broadcast.publish(published, env_steps)   # True once the broker has it (retained)
     broadcast.republish()                     # after a reconnect
     broadcast.version                         # of the last publish; 0 = none yet
@@ -18,7 +18,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from edge_rl.nodes.publisher import Published
+from edge_rl.config import TransportConfig
+from edge_rl.nodes.publisher import PolicyPublisher, Published
 from edge_rl.transport import codec
 from edge_rl.transport.topics import Topics
 
@@ -30,13 +31,14 @@ class PolicyBroadcast:
         self,
         topics: Topics,
         publish: Callable[..., bool],  # Transport.publish
-        save: Callable[[Published], None],  # the run directory's copy of the deployed policy
-        run_dir: Path,
-        max_policy_bytes: int,
+        publisher: PolicyPublisher,  # its run directory, its save() and its signing key
+        transport: TransportConfig,
     ) -> None:
         self.topic = topics.policy
-        self._publish, self._save, self.run_dir = publish, save, run_dir
-        self.max_policy_bytes = max_policy_bytes
+        self._publish, self._save, self.run_dir = publish, publisher.save, publisher.run_dir
+        self.max_policy_bytes = transport.max_packet_bytes
+        self.verifier = publisher.signer.verifier()  # this learner's own key
+        self.foreign = 0  # retained policies on our topic that this learner did not sign
         self._lock = threading.Lock()
         self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
         self.current: Published | None = None  # the policy actors run now
@@ -70,11 +72,16 @@ class PolicyBroadcast:
                 self._publish(self.topic, self.current.payload, retain=True)
 
     def observe_retained(self, payload: bytes) -> None:
-        """A retained policy from an earlier learner of this run: keep versions monotonic."""
+        """A retained policy signed by this learner's key (an earlier run of it): versions go
+        on past it. One it did not sign is counted and never moves the version."""
         try:
-            v = codec.decode_policy(payload, self.max_policy_bytes).manifest.policy_version
-        except codec.CodecError:
+            bundle = codec.decode_policy(payload, self.verifier, self.max_policy_bytes)
+        except codec.CodecError as e:
+            self.foreign += 1
+            if self.foreign == 1:
+                log.warning("a policy on %s not signed by this learner: %s", self.topic, e)
             return
+        v = bundle.manifest.policy_version
         with self._lock:
             self.version = max(self.version, v)
 

@@ -38,6 +38,7 @@ from edge_rl.telemetry.carbon import HostCarbon
 from edge_rl.telemetry.logs import MetricsLog
 from edge_rl.telemetry.progress import LiveView
 from edge_rl.transport.base import Connect
+from edge_rl.transport.signing import Signer
 from edge_rl.transport.topics import SYS_DROPPED, Topics
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,14 @@ class LearnerNode:
         connect: Connect,
         run_dir: Path,
         *,
+        signer: Signer | None = None,
         fleet_alive: Callable[[], bool] | None = None,
         view: LiveView | None = None,
     ) -> None:
+        """``signer``: the policy signing key (default: run_dir/signing.key, made if missing)."""
         self.cfg, self.run_dir = cfg, run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
+        self.signer = signer or Signer.load_or_create(run_dir / "signing.key")
         self.spec = env_spec(cfg.env_id)
         self.topics = topics = Topics(cfg.transport.root, cfg.run)
         self.clocks = breakdown.learner_clocks()  # per thread: main, ingest, exporter
@@ -80,10 +84,8 @@ class LearnerNode:
         # replay -> updates -> export -> policy topic -> actors
         self.agent = make_algo(cfg, self.spec)
         self.trainer = Trainer(self.agent, self.replay, cfg, lambda: self.env_steps, self.clocks)
-        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir)
-        self.broadcast = PolicyBroadcast(
-            topics, publish, self.publisher.save, run_dir, cfg.transport.max_packet_bytes
-        )
+        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir, self.signer)
+        self.broadcast = PolicyBroadcast(topics, publish, self.publisher, cfg.transport)
         self.selection = ModelSelection(cfg.select_every, cfg.select_episodes, cfg.seed + 20_000)
         self.exporter = Exporter(
             self.agent, self.replay, self.publisher, self.broadcast, self.selection,

@@ -1,4 +1,4 @@
-"""Export the Q-network to TFLite, check it in LiteRT, and publish it as a policy bundle.
+"""Export the policy network to TFLite, check it in LiteRT, and make a signed policy bundle.
 
 A failing export is counted and not published: actors keep the previous policy.
 """
@@ -21,6 +21,7 @@ from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.logs import write_bytes_atomic, write_json_atomic
 from edge_rl.transport import codec
+from edge_rl.transport.signing import Signer
 from edge_rl.types import PolicyBundle, PolicyManifest
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,11 @@ def snapshot(network: Any) -> Any:
 
 
 class PolicyPublisher:
-    def __init__(self, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, run_dir: Path) -> None:
+    def __init__(
+        self, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, run_dir: Path, signer: Signer
+    ) -> None:
         self.cfg, self.spec, self.replay, self.run_dir = cfg, spec, replay, run_dir
+        self.signer = signer  # every bundle is signed (docs/protocol.md §4)
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.failed = 0
 
@@ -84,9 +88,8 @@ class PolicyPublisher:
         bundle = PolicyBundle(
             manifest, codec.compress_model(exported.tflite, e.codec, regions=regions)
         )
-        return Published(
-            bundle, codec.encode_policy(bundle), exported.tflite, parity, time.perf_counter() - t0
-        )
+        payload = codec.encode_policy(bundle, self.signer)
+        return Published(bundle, payload, exported.tflite, parity, time.perf_counter() - t0)
 
     def _manifest(
         self,
@@ -124,7 +127,8 @@ class PolicyPublisher:
             published.bundle.manifest, policy_version=version, created_unix=time.time()
         )
         bundle = PolicyBundle(manifest, published.bundle.payload)
-        return dataclasses.replace(published, bundle=bundle, payload=codec.encode_policy(bundle))
+        payload = codec.encode_policy(bundle, self.signer)
+        return dataclasses.replace(published, bundle=bundle, payload=payload)
 
     def save(self, published: Published) -> None:
         """The run directory always holds the last published model and its manifest."""

@@ -15,9 +15,10 @@ from edge_rl.transport.envelope import (
     DEFAULT_MAX_PAYLOAD,
     MAGIC_POLICY,
     CodecError,
-    pack,
-    unpack,
+    pack_signed,
+    unpack_signed,
 )
+from edge_rl.transport.signing import Signer, Verifier
 from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
 
 CODECS = ("zlib", "none", "blocks")
@@ -62,10 +63,28 @@ def manifest_to_dict(m: PolicyManifest) -> dict[str, Any]:
     return d
 
 
+# Exploration values an actor will act on (docs/protocol.md §4): epsilon is a probability,
+# sigma a fraction of the action half-range (more than 1 is noise wider than the range).
+EXPLORATION_RANGES = {"epsilon": (0.0, 1.0), "sigma": (0.0, 1.0)}
+MAX_POLICY_VERSION = 2**53 - 1  # exact in every JSON reader
+
+
 def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
+    version = d.get("policy_version") if isinstance(d, dict) else None
+    if type(version) is not int or not 1 <= version <= MAX_POLICY_VERSION:
+        raise CodecError("bad_manifest", f"policy_version {version!r} is not an int in [1, 2^53)")
+    exploration = d.get("exploration")
+    if not isinstance(exploration, dict) or not all(
+        k in EXPLORATION_RANGES and type(v) in (int, float)
+        and EXPLORATION_RANGES[k][0] <= v <= EXPLORATION_RANGES[k][1]
+        for k, v in exploration.items()
+    ):  # fmt: skip
+        raise CodecError(
+            "bad_manifest", f"exploration {exploration!r}: known keys, in {EXPLORATION_RANGES}"
+        )
     try:
         return PolicyManifest(
-            policy_version=int(d["policy_version"]),
+            policy_version=version,
             algo=str(d["algo"]),
             env_id=str(d["env_id"]),
             env_spec=EnvSpec.from_dict(d["env_spec"]),
@@ -84,14 +103,20 @@ def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
             created_unix=float(d.get("created_unix", 0.0)),
             extra=dict(d.get("extra", {})),
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise CodecError("bad_manifest", f"{type(e).__name__}: {e}") from None
 
 
-def encode_policy(bundle: PolicyBundle) -> bytes:
-    return pack(MAGIC_POLICY, manifest_to_dict(bundle.manifest), bundle.payload)
+def encode_policy(bundle: PolicyBundle, signer: Signer) -> bytes:
+    """The bundle as sent: signed by ``signer`` over the envelope's prefix and manifest."""
+    header = manifest_to_dict(bundle.manifest)
+    return pack_signed(MAGIC_POLICY, header, bundle.payload, signer.sign, signer.key_id)
 
 
-def decode_policy(data: bytes, max_bytes: int = DEFAULT_MAX_PAYLOAD) -> PolicyBundle:
-    header, body = unpack(data, MAGIC_POLICY, max_bytes)
+def decode_policy(
+    data: bytes, verifier: Verifier, max_bytes: int = DEFAULT_MAX_PAYLOAD
+) -> PolicyBundle:
+    """Verify the signature, then parse: ``CodecError`` (``unsigned``, ``unknown_key``,
+    ``bad_signature``, ...) for a bundle ``verifier``'s key did not sign as it is."""
+    header, body = unpack_signed(data, MAGIC_POLICY, max_bytes, verifier.check)
     return PolicyBundle(manifest_from_dict(header), bytes(body))

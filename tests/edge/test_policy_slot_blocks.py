@@ -24,7 +24,8 @@ from edge_rl.types import PolicyBundle, PolicyManifest
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
 
-def test_slot_loads_a_blocks_coded_gst_policy() -> None:
+def test_slot_loads_a_blocks_coded_gst_policy(policy_keys) -> None:
+    signer, _ = policy_keys
     net = make_q_network(4, 2, (32, 32), seed=0)
     comp = Compressor(CompressionConfig(method="gst", s_shift=0.0), net, total_updates=10)
     comp.on_updates(1)  # s_shift 0: the transition prunes 75 % of the 4x4 blocks at once
@@ -37,10 +38,10 @@ def test_slot_loads_a_blocks_coded_gst_policy() -> None:
         precision="int8", input_quant=exported.input_quant, output_quant=exported.output_quant,
         obs_mean=exported.obs_mean, obs_std=exported.obs_std, exploration={"epsilon": 0.1},
         learner_step=0, model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
-        model_size=len(exported.tflite), codec="blocks",
+        model_size=len(exported.tflite), codec="blocks", run_id="r1",
     )  # fmt: skip
-    slot = PolicySlot(CARTPOLE)
-    loaded = slot.load(codec.encode_policy(PolicyBundle(manifest, payload)))
+    slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1")
+    loaded = slot.load(codec.encode_policy(PolicyBundle(manifest, payload), signer))
     assert loaded.manifest.codec == "blocks" and not slot.rejected
     reference = TFLitePolicy(exported.tflite)
     for x in obs[:20]:

@@ -161,13 +161,14 @@ def make_board(slowdown: float) -> BoardConfig:
     )
 
 
-def test_breakdown_without_a_policy(mosquitto, mqtt_client_factory, monkeypatch):
+def test_breakdown_without_a_policy(mosquitto, mqtt_client_factory, monkeypatch, policy_keys):
     run = f"bd-{uuid.uuid4().hex[:8]}"
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
     inbox = status_inbox(client, topics.status("a0"))
     publish(client, topics.control, codec.encode_control(ControlMessage("running")))
-    opts = ActorOptions("a0", "CartPole-v1", mosquitto.url, run=run, seed=1, max_env_steps=3000)
+    opts = ActorOptions("a0", "CartPole-v1", mosquitto.url, run=run, seed=1, max_env_steps=3000,
+                        policy_key=str(policy_keys[1]))  # fmt: skip
     node = ActorNode(make_board(1.0), opts)
     assert node._status("offline").breakdown == {}  # the last will has none: nothing ran
     w = instrument(node, monkeypatch)
@@ -186,7 +187,7 @@ def test_breakdown_without_a_policy(mosquitto, mqtt_client_factory, monkeypatch)
     assert b["policy_receive"] == b["model_load"] == 0.0
 
 
-def _bundle(exported, version: int, sha: str | None = None) -> bytes:
+def _bundle(exported, version: int, signer, run: str, sha: str | None = None) -> bytes:
     manifest = PolicyManifest(
         policy_version=version,
         algo="dqn",
@@ -202,15 +203,16 @@ def _bundle(exported, version: int, sha: str | None = None) -> bytes:
         model_sha256=sha or hashlib.sha256(exported.tflite).hexdigest(),
         model_size=len(exported.tflite),
         codec="zlib",
+        run_id=run,
     )
     return codec.encode_policy(
-        PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib"))
+        PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib")), signer
     )
 
 
 @pytest.mark.slow
 def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
-    mosquitto, mqtt_client_factory, monkeypatch
+    mosquitto, mqtt_client_factory, monkeypatch, policy_keys
 ):
     from edge_rl.agents.dqn.networks import make_q_network
     from edge_rl.export.tflite import export_policy
@@ -223,13 +225,15 @@ def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
     inbox = status_inbox(client, topics.status("a1"))
     # Paused first: the actor waits (idle) while a bad and then a good policy arrive.
     publish(client, topics.control, codec.encode_control(ControlMessage("paused")))
-    publish(client, topics.policy, _bundle(exported, 1, sha="00" * 32))
-    opts = ActorOptions("a1", "CartPole-v1", mosquitto.url, run=run, seed=2, max_env_steps=3000)
+    signer, public_key = policy_keys
+    publish(client, topics.policy, _bundle(exported, 1, signer, run, sha="00" * 32))
+    opts = ActorOptions("a1", "CartPole-v1", mosquitto.url, run=run, seed=2, max_env_steps=3000,
+                        policy_key=str(public_key))  # fmt: skip
     node = ActorNode(make_board(1.5), opts)
     w = instrument(node, monkeypatch)
     thread, out = start(node)
     wait_for(lambda: node.slot.rejected["bad_hash"] == 1, 20, "the bad policy's rejection")
-    publish(client, topics.policy, _bundle(exported, 2))
+    publish(client, topics.policy, _bundle(exported, 2, signer, run))
     wait_for(lambda: node.slot.version == 2, 20, "the good policy")
     time.sleep(0.3)  # paused a while longer: idle, with a 10 ms sleep per loop turn
     paused_s = time.time() - out["t_unix"]

@@ -19,7 +19,9 @@ from edge_rl.transport.topics import Topics
 from edge_rl.types import ActorStatus, ControlMessage
 
 
-def test_status_counts_bad_control_and_oversize_batches(mosquitto, mqtt_client_factory, caplog):
+def test_status_counts_bad_control_and_oversize_batches(
+    mosquitto, mqtt_client_factory, caplog, policy_keys
+):
     run = f"refuse-{uuid.uuid4().hex[:8]}"
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
@@ -31,7 +33,8 @@ def test_status_counts_bad_control_and_oversize_batches(mosquitto, mqtt_client_f
         board="test-board", batch_size=16, flush_interval_s=0.1, status_interval_s=0.2,
         max_batch_bytes=200,
     )  # fmt: skip
-    opts = ActorOptions("a0", "CartPole-v1", mosquitto.url, run=run, seed=3, max_env_steps=400)
+    opts = ActorOptions("a0", "CartPole-v1", mosquitto.url, run=run, seed=3, max_env_steps=400,
+                        policy_key=str(policy_keys[1]))  # fmt: skip
     node = ActorNode(board, opts)
     thread = threading.Thread(target=node.run, daemon=True)
     # Retained, so the actor gets each one when it subscribes or at once if it has.

@@ -81,13 +81,16 @@ def attack(client, topics: Topics, node, stop: threading.Event, sent: list[str])
         sent.append("bad_control")
 
 
-def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_path):
+def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_path, policy_keys):
     cfg = tiny_config(f"it-{uuid.uuid4().hex[:8]}")
     topics = Topics(cfg.transport.root, cfg.run)
     board = tmp_path / "test-board.yaml"
     board.write_text(FAST_BOARD)
-    fleet = Fleet(2, board, mosquitto.url, cfg.env_id, run=cfg.run, log_dir=tmp_path / "fleet")
-    node = LearnerNode(cfg, mqtt_connect(mosquitto.url), tmp_path / "run", fleet_alive=fleet.alive)
+    signer, public_key = policy_keys
+    fleet = Fleet(2, board, mosquitto.url, cfg.env_id, policy_key=public_key, run=cfg.run,
+                  log_dir=tmp_path / "fleet")  # fmt: skip
+    node = LearnerNode(cfg, mqtt_connect(mosquitto.url), tmp_path / "run", signer=signer,
+                       fleet_alive=fleet.alive)  # fmt: skip
     # Record which thread each export runs on: training must not wait for conversion.
     export_threads: list[str] = []
     real_export = node.publisher.export

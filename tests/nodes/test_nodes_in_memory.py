@@ -100,8 +100,11 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     topics = Topics(cfg.transport.root, cfg.run)
     broker = MemoryBroker()
     try:
-        learner = LearnerNode(cfg, broker.connect, tmp_path / "run")
-        opts = ActorOptions("a0", cfg.env_id, broker.url, run=cfg.run, seed=3)
+        learner = LearnerNode(cfg, broker.connect, tmp_path / "run")  # signs with a new key
+        public_key = tmp_path / "run" / "signing.pub"
+        learner.signer.write_public(public_key)
+        opts = ActorOptions("a0", cfg.env_id, broker.url, run=cfg.run, seed=3,
+                            policy_key=str(public_key))  # fmt: skip
         actor = ActorNode(FAST_BOARD, opts, connect=broker.connect)
         thread = threading.Thread(target=actor.run, name="actor", daemon=True)
         thread.start()
@@ -116,7 +119,8 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert actor.transitions_sent == summary["transitions_received"] == len(learner.replay)
     assert summary["batches_missing"] == 0 and summary["transitions_rejected"] == 0
     # Policies went out retained; the actor ran one; publishes.jsonl has a line for each.
-    policy = codec.decode_policy(broker.retained[topics.policy], cfg.transport.max_packet_bytes)
+    retained = broker.retained[topics.policy]
+    policy = codec.decode_policy(retained, learner.signer.verifier(), len(retained))
     assert policy.manifest.policy_version == summary["policy_version"] >= 2
     assert summary["actors"]["a0"]["policy_version"] >= 1
     lines = (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()

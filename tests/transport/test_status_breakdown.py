@@ -41,7 +41,7 @@ def test_round_trip():
 
 
 def test_a_status_from_an_older_actor_has_no_breakdown():
-    # The v1 status as actors sent it before the field existed.
+    # A status as actors sent it before the field existed (schema v2, as they are now).
     header = {
         "actor_id": "old", "state": "running", "board": "rpi4", "runtime": "ai_edge_litert",
         "policy_version": 3, "env_steps": 100, "episodes": 4, "transitions_sent": 64,
@@ -49,7 +49,7 @@ def test_a_status_from_an_older_actor_has_no_breakdown():
         "env_steps_per_s": 50.0, "recent_return": 20.0, "time_unix": 1.0,
     }  # fmt: skip
     h = json.dumps(header).encode()
-    payload = struct.pack("<4sHI", codec.MAGIC_STATUS, 1, len(h)) + h
+    payload = struct.pack("<4sHI", codec.MAGIC_STATUS, codec.SCHEMA_VERSION, len(h)) + h
     status = codec.decode_status(payload)
     assert status.actor_id == "old" and status.env_steps == 100 and status.breakdown == {}
 
