@@ -22,11 +22,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	scripts/ensure-mosquitto
-	$(BIN)/pytest
+	$(BIN)/python -m pytest
 
 test-quick: $(STAMP)
 	scripts/ensure-mosquitto
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/backbone.py
