@@ -62,7 +62,7 @@ def run_suite(tmp_path: Path, ci: str | None, suite: str = SUITE) -> dict[str, i
     return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", last)} | {"line": last}
 
 
-@pytest.mark.parametrize("ci", ["true", "1"])
+@pytest.mark.parametrize("ci", ["true"])
 def test_in_ci_every_skip_fails(tmp_path, ci):
     got = run_suite(tmp_path, ci)
     # The 3 skipping tests fail: the one that skips itself as a failure, the two that skip
@@ -73,7 +73,7 @@ def test_in_ci_every_skip_fails(tmp_path, ci):
     assert got == {"error": 1, "line": got["line"]}
 
 
-@pytest.mark.parametrize("ci", [None, "false", "0"])
+@pytest.mark.parametrize("ci", [None, "false"])
 def test_off_ci_skips_stay_skips(tmp_path, ci):
     got = run_suite(tmp_path, ci)
     assert got == {"passed": 1, "skipped": 3, "xfailed": 1, "line": got["line"]}
