@@ -1,11 +1,13 @@
 # The README's two commands: `make run` (the CartPole example with a simulated fleet) and
-# `make test` (the whole suite). Both create .venv and install what they need first.
+# `make test` (the whole suite, what CI runs). Both create .venv and install what they need
+# first. `make test-quick` is the development tier: everything but the tests marked `slow`
+# (real training loops and benchmark runs).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench venv clean
+.PHONY: run test test-quick bench venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +22,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	scripts/ensure-mosquitto
-	$(BIN)/pytest
+	$(BIN)/python -m pytest
+
+test-quick: $(STAMP)
+	scripts/ensure-mosquitto
+	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/backbone.py

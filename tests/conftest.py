@@ -1,12 +1,16 @@
 """Shared fixtures: real brokers on free loopback ports and paho clients connected to them.
 
-A missing Mosquitto skips the real-broker tests on a laptop and fails them in CI
-(``CI`` set to anything but ``0``/``false``): CI must not go green by skipping.
+A missing Mosquitto (or ``setpriv``) skips the tests that need it on a laptop and fails
+them in CI (``CI`` set to anything but ``0``/``false``): CI must not go green by skipping.
+The rule is enforced for every test: in CI, any skip (a ``skipif``, an ``importorskip``
+of a declared dependency, a ``pytest.skip``) is reported as a failure, unless the test is
+in ``CI_MAY_SKIP`` with the reason it may.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -25,23 +29,77 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+# Tests that may skip even in CI: nodeid -> why. Keep it empty or tiny; every entry is a
+# part of the suite that CI does not run.
+CI_MAY_SKIP: dict[str, str] = {}
+
+
+def _require(found: bool, message: str) -> None:
+    """Skip (locally) or fail (in CI) the calling test when ``found`` is false."""
+    if found:
+        return
+    if _in_ci():
+        pytest.fail(f"CI requires it: {message}", pytrace=False)
+    pytest.skip(message)
+
+
 def require_mosquitto() -> None:
     """Skip (locally) or fail (in CI) the calling test when Mosquitto is not installed."""
-    if find_mosquitto() is not None:
-        return
-    message = (
+    _require(
+        find_mosquitto() is not None,
         "mosquitto not found on PATH or in /usr/sbin; install it with "
-        "`apt-get install mosquitto` (Debian/Ubuntu) or `brew install mosquitto` (macOS)"
+        "`apt-get install mosquitto` (Debian/Ubuntu) or `brew install mosquitto` (macOS)",
     )
-    if _in_ci():
-        pytest.fail(f"CI requires a real broker: {message}", pytrace=False)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
 def mosquitto_available() -> None:
     """Request it in a test that starts its own Mosquitto: skips or fails like the others."""
     require_mosquitto()
+
+
+@pytest.fixture(scope="session")
+def setpriv_available() -> None:
+    """util-linux's ``setpriv``, which ties the broker's and actors' lives to the learner's
+    (edge_rl/transport/broker.py ``die_with_parent``): skips or fails like Mosquitto."""
+    _require(
+        shutil.which("setpriv") is not None,
+        "setpriv not found; install util-linux (`apt-get install util-linux`; on Debian "
+        "before bookworm, `apt-get install setpriv`); `make test` does when run as root",
+    )
+
+
+def _ci_refuses_skip(report) -> bool:
+    return (
+        _in_ci()
+        and report.skipped
+        and not hasattr(report, "wasxfail")  # an expected failure is not a skip
+        and report.nodeid not in CI_MAY_SKIP
+    )
+
+
+def _as_failure(report) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+    report.outcome = "failed"
+    report.longrepr = f"skipped in CI (CI={os.environ.get('CI')}), which must not skip: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI, a test's skip (at setup or in the test) is a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if _ci_refuses_skip(report):
+        _as_failure(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """In CI, a module that skips itself (``importorskip`` at module level) is a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if _ci_refuses_skip(report):
+        _as_failure(report)
 
 
 @pytest.fixture(scope="session")

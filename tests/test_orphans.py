@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +16,6 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-
-import pytest
 
 from edge_rl.transport.topics import Topics
 
@@ -48,9 +45,8 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not found")
 def test_broker_and_fleet_exit_when_the_learner_is_killed(
-    mosquitto_available, mqtt_client_factory, policy_keys
+    mosquitto_available, setpriv_available, mqtt_client_factory, policy_keys
 ):
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, str(policy_keys[1])], stdout=subprocess.PIPE, text=True
@@ -92,11 +88,18 @@ def test_an_actor_told_to_stop_does_not_wait_for_its_broker(policy_keys):
     url = f"mqtt://127.0.0.1:{free_port()}"  # nothing listens there
     opts = ActorOptions("a0", "CartPole-v1", url, policy_key=str(policy_keys[1]))
     node = ActorNode(BoardConfig(board="test-board"), opts)
+    waits: list[float] = []
+    wait_connected = node.transport.wait_connected
+
+    def counted_wait(timeout: float) -> bool:
+        waits.append(timeout)
+        if len(waits) == 3:  # mid-wait, as a signal would land
+            node.run_state = "stopped"  # what the actor's SIGTERM handler does
+        return wait_connected(timeout)
+
+    node.transport.wait_connected = counted_wait
     thread = threading.Thread(target=node.run, daemon=True)
     thread.start()
-    time.sleep(0.5)
-    t0 = time.monotonic()
-    node.run_state = "stopped"  # what the actor's SIGTERM handler does
-    thread.join(20)
+    thread.join(60)  # the goodbye status waits up to 5 s for a broker, then gives up
     assert not thread.is_alive() and node.env_steps == 0
-    assert time.monotonic() - t0 < 10  # the goodbye status waits up to 5 s, then gives up
+    assert len(waits) == 3, len(waits)  # the wait ended at the stop, not after its 30 s

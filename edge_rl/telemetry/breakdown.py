@@ -11,7 +11,8 @@ Lap accounting: one clock per thread, and every instant between the start and th
 is charged to exactly one bucket, so the buckets add up to ``wall`` (that thread's wall
 time up to its last lap) by construction. The cost is one ``perf_counter`` and a dict
 update per lap (~0.3 µs); a code path that forgets to lap charges its time to the next
-lap's bucket, which is what the tests check against outside clocks.
+lap's bucket, which is what the tests check against outside clocks. ``clock=`` takes any
+other monotonic clock (a test's fake one makes every lap exact).
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from __future__ import annotations
 import csv
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
-_now = time.perf_counter  # bound once: lap() runs ~5 times per env step
 
 # The learner's threads, each with its own clock started when LearnerNode.run() begins;
 # each thread's buckets add up to its own wall (up to its last lap):
@@ -49,18 +49,21 @@ class LapClock:
     """Wall time of one thread, split into named buckets by laps. Write from that thread
     only; ``totals()`` may be read from any (consistent to within the lap in progress)."""
 
-    def __init__(self, buckets: Iterable[str]) -> None:
+    def __init__(
+        self, buckets: Iterable[str], clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self._now = clock  # bound once: lap() runs ~5 times per env step
         self._acc = dict.fromkeys(buckets, 0.0)
-        self.start = self._last = time.perf_counter()
+        self.start = self._last = clock()
 
     def restart(self) -> None:
         """Zero every bucket and start again from now."""
         self._acc = dict.fromkeys(self._acc, 0.0)
-        self.start = self._last = time.perf_counter()
+        self.start = self._last = self._now()
 
     def lap(self, bucket: str) -> float:
         """Charge the time since the previous lap to ``bucket``; returns that time."""
-        now = _now()
+        now = self._now()
         dt = now - self._last
         self._last = now
         self._acc[bucket] += dt

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import time
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from edge_rl.edge import batching
 from edge_rl.edge.batching import Batcher, Spool
 from edge_rl.edge.board import load_board
 from edge_rl.edge.emulation import Throttle
@@ -22,8 +23,24 @@ def add(b: Batcher, version: int, i: int = 0):
     return b.add(version, np.zeros(4), np.int64(i % 2), 1.0, np.ones(4), False, False)
 
 
-def test_batcher_by_count_by_time_and_by_version():
-    b = Batcher("a", 9, batch_size=3, flush_interval_s=0.05)
+class FakeTime:
+    """``clock()`` and ``sleep(s)`` on a time that moves only when slept or advanced."""
+
+    def __init__(self, oversleep: float = 0.0) -> None:
+        self.t, self.oversleep, self.sleeps = 1000.0, oversleep, []
+
+    def clock(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds + self.oversleep
+
+
+def test_batcher_by_count_by_time_and_by_version(monkeypatch):
+    fake = FakeTime()
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=fake.clock))
+    b = Batcher("a", 9, batch_size=3, flush_interval_s=0.0625)
     for i in range(3):
         assert add(b, 1, i) is None
     assert b.ready()
@@ -31,9 +48,10 @@ def test_batcher_by_count_by_time_and_by_version():
     assert (len(first), first.seq, first.policy_version, first.session) == (3, 0, 1, 9)
     assert first.obs.dtype == np.float32 and first.action.dtype == np.int64
     add(b, 1)
+    fake.t += 0.0625 - 2**-10
     assert not b.ready()
-    time.sleep(0.06)
-    assert b.ready()  # by age
+    fake.t += 2**-10
+    assert b.ready()  # by age: flush_interval_s after its first transition
     done = add(b, 2)  # a new policy version closes the batch
     assert done is not None and done.policy_version == 1 and done.seq == 1 and len(done) == 1
     assert b.take().policy_version == 2 and b.take() is None
@@ -51,15 +69,42 @@ def test_spool_is_bounded_and_drops_oldest_first():
 
 
 def test_throttle_owes_time_in_proportion():
-    t = Throttle(slowdown=3.0, min_sleep_s=0.001)
-    t0 = time.perf_counter()
+    fake = FakeTime()
+    t = Throttle(slowdown=3.0, min_sleep_s=0.001, clock=fake.clock, sleep=fake.sleep)
     for _ in range(10):
-        t.charge(0.002)  # 2 ms of "compute" -> 4 ms of debt each
-    elapsed = time.perf_counter() - t0
-    assert 0.035 <= elapsed <= 0.2 and t.slept_s >= 0.035
-    idle = Throttle(slowdown=1.0)
+        t.charge(0.25)  # 0.25 s of "compute" -> 0.5 s of debt each, over the threshold
+    assert fake.sleeps == [0.5] * 10 and t.slept_s == 5.0
+    idle = Throttle(slowdown=1.0, clock=fake.clock, sleep=fake.sleep)
     idle.charge(1.0)
-    assert idle.slept_s == 0.0
+    assert idle.slept_s == 0.0 and len(fake.sleeps) == 10
+
+
+def test_throttle_waits_for_its_threshold_and_pays_back_oversleep():
+    fake = FakeTime()
+    t = Throttle(slowdown=1.5, min_sleep_s=2**-9, clock=fake.clock, sleep=fake.sleep)
+    for _ in range(3):
+        t.charge(2**-10)  # 2**-11 s of debt each: below the threshold, no sleep yet
+    assert fake.sleeps == []
+    t.charge(2**-10)
+    assert fake.sleeps == [2**-9] and t.slept_s == 2**-9  # the whole debt at once
+    late = FakeTime(oversleep=0.25)  # a loaded machine: every sleep runs 0.25 s long
+    t = Throttle(slowdown=2.0, min_sleep_s=0.125, clock=late.clock, sleep=late.sleep)
+    t.charge(0.5)
+    assert late.sleeps == [0.5] and t.slept_s == 0.75  # slept_s is what was measured
+    t.charge(0.125)  # debt 0.125 - 0.25 < threshold: the oversleep pays for this one
+    t.charge(0.125)
+    assert late.sleeps == [0.5]
+    t.charge(0.125)  # debt back to 0.125: sleep again
+    assert late.sleeps == [0.5, 0.125] and t.slept_s == 0.75 + 0.375
+
+
+def test_throttle_defaults_to_the_real_clock():
+    import time
+
+    t = Throttle(slowdown=2.0, min_sleep_s=0.001)
+    before = time.perf_counter()
+    t.charge(0.002)
+    assert time.perf_counter() - before >= t.slept_s >= 0.002  # slept at least its debt
 
 
 def test_exploration():

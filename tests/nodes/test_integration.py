@@ -3,6 +3,11 @@
 Checks what the issue asks of the backbone: actors report the new policy version, every
 transition sent is received exactly once into replay, and a malformed payload from a plain
 MQTT client is rejected and counted while training goes on.
+
+The attack cannot race the fleet's end: it runs inside the learner's 10th update, which
+waits (bounded) until the learner has counted every bad batch and every actor the bad
+control message. Until that update returns no credit is granted, so the actors stop far
+short of the budget (credit = learning_starts + max_lag + updates / replay_ratio).
 """
 
 from __future__ import annotations
@@ -54,8 +59,22 @@ def tiny_config(run: str) -> RunConfig:
     )
 
 
-def attack(client, topics: Topics, node, stop: threading.Event, sent: list[str]) -> None:
-    """Publish malformed payloads with a plain MQTT client while the learner trains."""
+ATTACK_AT_UPDATE = 10
+ACTORS = ("sim-00", "sim-01")
+
+
+def wait_for(cond, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def attack(client, topics: Topics, node, log: dict) -> None:
+    """Publish malformed payloads with a plain MQTT client, and wait until each is counted:
+    the bad batches by the learner's ingest thread, the bad control by every actor."""
     nan_batch = TransitionBatch(
         "evil", 1, 0, 0, np.full((2, 4), np.nan, np.float32), np.zeros(2, np.int64),
         np.zeros(2, np.float32), np.zeros((2, 4), np.float32), np.zeros(2, bool),
@@ -66,19 +85,20 @@ def attack(client, topics: Topics, node, stop: threading.Event, sent: list[str])
         "non_finite": codec.encode_transitions(nan_batch),
         "bad_version": codec.MAGIC_TRANSITIONS + b"\x07\x00" + b"\0" * 20,
     }
-    deadline = time.monotonic() + 60
-    while node.agent.updates == 0 and time.monotonic() < deadline:  # training is under way
-        time.sleep(0.05)
+    log["updates"], log["env_steps"] = node.agent.updates, node.env_steps
     for reason, payload in payloads.items():
-        if stop.is_set():
-            return
         client.publish(topics.transitions("evil"), payload, qos=1).wait_for_publish(5)
-        sent.append(reason)
-        time.sleep(0.3)
-    if not stop.is_set():  # not retained: the learner's own control message stays in force
-        bad = codec.MAGIC_CONTROL + b"\x01\x00 not a header"
-        client.publish(topics.control, bad, qos=1).wait_for_publish(5)
-        sent.append("bad_control")
+        log["sent"].append(reason)
+    rejected = node.ingest.stats.rejected
+    log["batches_counted"] = wait_for(lambda: all(rejected[r] == 1 for r in payloads), 30)
+    # Not retained: the learner's own control message stays in force.
+    bad = codec.MAGIC_CONTROL + b"\x01\x00 not a header"
+    client.publish(topics.control, bad, qos=1).wait_for_publish(5)
+    log["sent"].append("bad_control")
+    log["control_counted"] = wait_for(  # from the actors' status messages (every 0.2 s)
+        lambda: all(a in node.actors and node.actors[a].control_rejected == 1 for a in ACTORS),
+        30,
+    )
 
 
 def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_path, policy_keys):
@@ -100,22 +120,28 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
         return real_export(*args, **kwargs)
 
     node.publisher.export = recording_export
+    # The attack, inside the learner's 10th update (on its main thread): training is under
+    # way, and nothing more is granted to the actors until it is counted.
     evil = mqtt_client_factory(mosquitto)
-    stop, sent = threading.Event(), []
-    attacker = threading.Thread(target=attack, args=(evil, topics, node, stop, sent), daemon=True)
+    attacked: dict = {"sent": []}
+    real_update = node.agent.update
+
+    def update_then_attack(*args, **kwargs):
+        if node.agent.updates == ATTACK_AT_UPDATE:
+            attack(evil, topics, node, attacked)
+        return real_update(*args, **kwargs)
+
+    node.agent.update = update_then_attack
     with fleet:
-        attacker.start()
         summary = node.run()
-        stop.set()
         assert fleet.wait(20), "actors did not exit after the learner's stop"
-    attacker.join(5)
     assert fleet.exit_codes() == [0, 0]
 
     # Training happened and policies went out; each actor ran a published policy.
     assert summary["updates"] >= 0.25 * (summary["env_steps"] - 300) - 1
     assert summary["policy_version"] >= 2
     actors = summary["actors"]
-    assert set(actors) == {"sim-00", "sim-01"}
+    assert set(actors) == set(ACTORS)
     assert all(a["state"] == "stopped" and a["policy_version"] >= 1 for a in actors.values())
 
     # Exports during the run happen on the exporter thread; only the final one waits.
@@ -129,8 +155,12 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
     assert sent_total >= cfg.total_env_steps
 
     # Malformed payloads: rejected, counted by reason, never in replay, training went on.
-    assert sent, "the attacker did not get to publish"
-    assert sent[-1] == "bad_control", sent
+    sent = attacked["sent"]
+    assert sent == ["bad_magic", "non_finite", "bad_version", "bad_control"], attacked
+    assert attacked["batches_counted"] and attacked["control_counted"], attacked
+    assert attacked["updates"] == ATTACK_AT_UPDATE
+    assert attacked["env_steps"] < cfg.total_env_steps  # mid-run, not after the budget
+    assert summary["updates"] > ATTACK_AT_UPDATE and summary["env_steps"] > attacked["env_steps"]
     for reason in sent[:-1]:
         assert summary["batches_rejected"].get(reason) == 1, summary["batches_rejected"]
     # ... and a malformed control message is ignored and counted by every actor.

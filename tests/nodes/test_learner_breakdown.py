@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -34,10 +35,16 @@ def test_tiny_run_reports_the_runtime_breakdown(tmp_path, mosquitto_available, c
     assert _adds_up(main, ("setup", "updates", "export", "publish", "evaluate", "other", "idle"))
     assert _adds_up(ingest, ("ingest", "idle")) and ingest["ingest"] > 0
     assert _adds_up(exporter, ("export", "publish", "evaluate", "idle"))
-    # Against the summary's own clock, which starts once setup is done and stops right
-    # after main's last lap; every thread's clock starts at the same instant.
+    # Against the summary's own clock (time.monotonic, the clock perf_counter reads here),
+    # which starts once setup is done and stops after main's last lap (and after the
+    # energy meter's stop, which takes what it takes): an ordering, less the rounding of
+    # wall_s to 10 ms. Setup charged to any other bucket would break it by the seconds of
+    # tracing and connecting. Every thread's clock starts at the same instant.
     assert main["setup"] > 0
-    assert main["wall"] - main["setup"] == pytest.approx(summary["wall_s"], abs=0.05)
+    assert time.get_clock_info("perf_counter").implementation == (
+        time.get_clock_info("monotonic").implementation
+    )
+    assert main["wall"] - main["setup"] <= summary["wall_s"] + 0.005 + 2e-6
     assert ingest["wall"] <= main["wall"] and exporter["wall"] <= main["wall"]
     assert main["updates"] > 0 and summary["updates"] > 0
     assert main["evaluate"] > 0  # the final evaluation at least

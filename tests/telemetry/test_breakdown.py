@@ -17,29 +17,63 @@ from edge_rl.telemetry.breakdown import (
 )
 
 
+class FakeClock:
+    """A clock that moves only when told to: every lap's length is known exactly."""
+
+    def __init__(self, t: float = 100.0) -> None:
+        self.t, self.reads = t, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.t
+
+
 def test_laps_charge_the_time_since_the_previous_lap_and_add_up_to_wall():
-    t0 = time.perf_counter()
-    clock = LapClock(("work", "idle"))
-    time.sleep(0.03)
-    clock.lap("idle")
-    time.sleep(0.01)
-    clock.lap("work")
-    clock.lap("work")  # nothing since the last lap: ~0 s
-    outside = time.perf_counter() - t0
-    t = clock.totals()
-    assert t["idle"] >= 0.03 and 0.01 <= t["work"] < t["idle"]
-    assert t["work"] + t["idle"] == pytest.approx(t["wall"], abs=2e-6)  # rounded to 1 µs
-    assert 0 < outside - t["wall"] < 0.05  # wall is the time up to the last lap
+    clock = FakeClock()
+    laps = LapClock(("work", "idle"), clock=clock)
+    clock.t += 0.5
+    assert laps.lap("idle") == 0.5
+    clock.t += 0.25
+    assert laps.lap("work") == 0.25
+    assert laps.lap("work") == 0.0  # nothing since the last lap
+    clock.t += 2.0  # after the last lap: not in any bucket, nor in wall
+    assert laps.totals() == {"work": 0.25, "idle": 0.5, "wall": 0.75}
+    assert clock.reads == 4  # one read at the start, one per lap; totals() reads none
+
+
+def test_totals_round_and_still_add_up():
+    clock = FakeClock(0.0)
+    laps = LapClock(("a", "b"), clock=clock)
+    for _ in range(3):
+        clock.t += 1 / 3
+        laps.lap("a")
+    clock.t += 1e-7  # below the 1 µs the totals keep
+    laps.lap("b")
+    t = laps.totals()
+    assert (t["a"], t["b"], t["wall"]) == (1.0, 0.0, 1.0)
+    assert laps.totals(digits=9)["b"] == pytest.approx(1e-7, rel=1e-6)
+
+
+def test_the_default_clock_is_perf_counter():
+    before = time.perf_counter()
+    laps = LapClock(("a",))
+    after = time.perf_counter()
+    assert before <= laps.start <= after  # same clock as the tests' outside stopwatches
 
 
 def test_restart_zeroes_and_unknown_buckets_fail_loudly():
-    clock = LapClock(("a",))
-    time.sleep(0.01)
-    clock.lap("a")
-    clock.restart()
-    assert clock.totals() == {"a": 0.0, "wall": 0.0}
+    clock = FakeClock()
+    laps = LapClock(("a",), clock=clock)
+    clock.t += 1.0
+    laps.lap("a")
+    clock.t += 1.0
+    laps.restart()
+    assert laps.totals() == {"a": 0.0, "wall": 0.0}
+    clock.t += 0.5
+    laps.lap("a")
+    assert laps.totals() == {"a": 0.5, "wall": 0.5}  # from the restart, not the start
     with pytest.raises(KeyError):
-        clock.lap("typo")
+        laps.lap("typo")
 
 
 def test_fleet_total_sums_key_by_key():
