@@ -96,7 +96,9 @@ def attack(client, topics: Topics, node, log: dict) -> None:
     client.publish(topics.control, bad, qos=1).wait_for_publish(5)
     log["sent"].append("bad_control")
     log["control_counted"] = wait_for(  # from the actors' status messages (every 0.2 s)
-        lambda: all(a in node.actors and node.actors[a].control_rejected == 1 for a in ACTORS),
+        lambda: all(
+            a in (seen := node.fleet.actors()) and seen[a].control_rejected == 1 for a in ACTORS
+        ),
         30,
     )
 
