@@ -119,6 +119,24 @@ def test_a_model_error_is_raised_to_the_caller() -> None:
     export_policy(model, obs, "fp32")  # and the worker goes on
 
 
+@pytest.mark.parametrize("method", ["gst", "iterative"])
+def test_a_compressed_snapshot_exports_through_the_worker(method: str) -> None:
+    from edge_rl.compress.compressor import Compressor
+    from edge_rl.compress.config import CompressionConfig
+    from edge_rl.export.regions import weight_regions
+    from edge_rl.nodes.publisher import snapshot
+
+    network = make_q_network(4, 2, (32, 32), seed=0)
+    compressor = Compressor(CompressionConfig(method=method), network, total_updates=4_000)
+    compressor.on_updates(4_000)  # GST: past its transition; both: pruned
+    middle = np.asarray(network.layers[1].kernel)  # the compressed layer (first, last dense)
+    assert np.mean(middle == 0) >= 0.5
+    model = snapshot(network)  # what the publisher exports
+    exported = export_policy(model, _obs(200, seed=0), "int8", per_channel=False)
+    assert check_q_parity(exported, model, _obs(200, seed=1)).greedy_agreement > 0.9
+    assert len(weight_regions(exported.tflite)) == 3
+
+
 def test_export_leaves_this_process_fd2_warnings_and_loggers_alone(monkeypatch) -> None:
     import tensorflow as tf
 
