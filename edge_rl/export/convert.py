@@ -51,6 +51,12 @@ def convert(
         return convert_model(model, obs, precision, per_channel)
 
 
+def warm_up() -> None:
+    """In the worker: what a first conversion would otherwise pay (importing this module
+    imports TensorFlow), done ahead of it (``ExportWorker.warm_up``)."""
+    _quiet_this_process()
+
+
 def _quiet_this_process() -> None:
     """Process-wide quiet for the converter: for the worker, never for the learner."""
     global _quiet

@@ -29,6 +29,7 @@ learner. A worker that dies is restarted on the next export; its errors are rais
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -149,6 +150,13 @@ def export_policy(
         obs_std=tuple(float(s) for s in std),
         convert_seconds=convert_seconds,
     )
+
+
+def start_export_worker() -> threading.Thread:
+    """Start the export worker and its TensorFlow import now, in the background (the returned
+    thread), so that the first export waits for neither (~5-10 s here); the learner's
+    publisher does at set-up."""
+    return default_worker().warm_up(convert.warm_up)
 
 
 def deployable_model(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> keras.Model:

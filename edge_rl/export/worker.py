@@ -7,6 +7,7 @@ does can reach another thread of the learner (its live view, the ingest thread's
 
     worker = default_worker()            # the process-wide one; started on its first call
     tflite = worker.call(convert, config, weights, obs, "int8", True)   # picklable in/out
+    worker.warm_up(convert.warm_up)      # start it and import TensorFlow, in the background
     worker.pid                           # None until started, or after it died
     shutdown()                           # also registered with atexit
 
@@ -26,6 +27,7 @@ This module imports only the standard library, so that the child's start-up is c
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import pickle
 import select
@@ -45,6 +47,7 @@ START_TIMEOUT_S = 60.0  # the child's interpreter start and its "ready"
 CALL_TIMEOUT_S = 300.0  # one call, the child's TensorFlow import included
 _STOP_TIMEOUT_S = 5.0
 _HEADER = struct.Struct("!Q")  # every message: its pickle's length, then the pickle
+log = logging.getLogger(__name__)
 
 
 class WorkerDied(RuntimeError):
@@ -105,6 +108,21 @@ class ExportWorker:
         if reply[0] == "ok":
             return reply[1]
         raise reply[1] from RemoteTraceback(reply[2])
+
+    def warm_up(self, fn: Callable[..., Any], *args: Any) -> threading.Thread:
+        """``call(fn, *args)`` on a daemon thread: the child's start and what ``fn`` imports,
+        paid now rather than by the first real call (which waits for it). A failure is only
+        logged: the next call starts afresh."""
+
+        def run() -> None:
+            try:
+                self.call(fn, *args)
+            except Exception as e:  # noqa: BLE001 - a warm-up must not crash its thread
+                log.warning("export worker warm-up failed: %r", e)
+
+        thread = threading.Thread(target=run, name="export-worker-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def close(self) -> None:
         """Stop the child: close its request pipe (it exits on EOF), wait, then kill."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from edge_rl.config import RunConfig
-from edge_rl.export.tflite import ExportedModel, export_policy
+from edge_rl.export.tflite import ExportedModel, export_policy, start_export_worker
 from edge_rl.nodes.algos import Algo
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.specs import EnvSpec
@@ -53,6 +53,7 @@ class PolicyPublisher:
         self.cfg, self.spec, self.replay, self.run_dir = cfg, spec, replay, run_dir
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.failed = 0
+        start_export_worker()  # conversions run in a child process: start it, warm, now
 
     def export(
         self,

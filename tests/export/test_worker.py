@@ -20,8 +20,14 @@ import pytest
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.export import convert
 from edge_rl.export.parity import check_q_parity
-from edge_rl.export.tflite import deployable_model, export_policy
-from edge_rl.export.worker import ExportWorker, RemoteTraceback, WorkerDied, default_worker
+from edge_rl.export.tflite import deployable_model, export_policy, start_export_worker
+from edge_rl.export.worker import (
+    ExportWorker,
+    RemoteTraceback,
+    WorkerDied,
+    default_worker,
+    shutdown,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -49,6 +55,22 @@ def worker():
     w = ExportWorker()
     yield w
     w.close()
+
+
+def test_the_warm_up_starts_the_worker_that_the_next_export_uses() -> None:
+    shutdown()
+    start_export_worker().join(120)  # bounded: the worker's TensorFlow import
+    shared = default_worker()
+    pid, starts = shared.pid, shared.starts
+    assert pid is not None
+    export_policy(make_q_network(4, 2, (32, 32), seed=0), _obs(64, seed=0), "int8")
+    assert shared.pid == pid and shared.starts == starts
+
+
+def test_a_failed_warm_up_is_logged_not_raised(worker: ExportWorker, caplog) -> None:
+    worker.warm_up(int, "not a number").join(60)
+    assert "warm-up failed" in caplog.text and "invalid literal" in caplog.text
+    assert worker.call(os.getpid) == worker.pid
 
 
 def test_a_killed_worker_is_restarted_by_the_next_export() -> None:
