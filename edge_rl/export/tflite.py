@@ -19,24 +19,25 @@ ReLU fused), so no Dense layer is affected by the denylist. XNNPACK runs both ki
 Why TD3's rescale is float: its tanh head's int8 output has one scale for all action
 dimensions, which is fine in tanh units ([-1, 1] for every dimension); mapping to bounds
 that differ per dimension in float keeps that resolution in every dimension.
+
+Where the conversion runs: the deployable model is built here, in the caller's process, and
+converted in the export worker (``edge_rl.export.worker``, one long-lived child process;
+``edge_rl.export.convert`` is what it runs), so that the converter's fd-2 noise filter,
+``warnings`` filters, quiet loggers and private per-tensor flag touch no thread of the
+learner. A worker that dies is restarted on the next export; its errors are raised here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import sys
 import threading
 import time
-import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import keras
 import numpy as np
-import tensorflow as tf
 
+from edge_rl.export import convert
+from edge_rl.export.worker import default_worker
 from edge_rl.types import QuantParams
 
 PRECISIONS = ("int8", "fp16", "fp32")
@@ -52,9 +53,6 @@ MIN_OBS_STD = 1e-3
 # earlier (at the calibration range); for fp32/fp16 it bounds what a broken sensor can do.
 Z_CLIP = 100.0
 
-# The op types kept in float in an int8 export: the normalisation, TD3's rescale and clip.
-FLOAT_OPS = ["MUL", "ADD", "MINIMUM", "MAXIMUM"]
-
 
 @dataclass(frozen=True)
 class ExportedModel:
@@ -66,13 +64,17 @@ class ExportedModel:
     output_quant: QuantParams
     obs_mean: tuple[float, ...]  # the normalisation inside the model (for inspection)
     obs_std: tuple[float, ...]
+    # What the caller waited for the conversion in the export worker: the round trip,
+    # and the worker's start-up (and TensorFlow import) on a first or restarted call.
     convert_seconds: float
 
 
+@keras.saving.register_keras_serializable(package="edge_rl")
 class Affine(keras.layers.Layer):
     """``y = x * scale + offset`` per feature, optionally clipped to ``[low, high]``.
 
-    Constants, not weights: they trace into float MUL / ADD (/ MAXIMUM / MINIMUM) ops.
+    Constants, not weights: they trace into float MUL / ADD (/ MAXIMUM / MINIMUM) ops, and
+    travel to the export worker in the layer's config (float32 values as Python floats).
     """
 
     def __init__(
@@ -93,6 +95,14 @@ class Affine(keras.layers.Layer):
             y = keras.ops.minimum(keras.ops.maximum(y, self.clip[0]), self.clip[1])
         return y
 
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "scale": self.scale.tolist(),
+            "offset": self.offset.tolist(),
+            "clip": None if self.clip is None else [c.tolist() for c in self.clip],
+        }
+
 
 def export_policy(
     model: keras.Model,
@@ -106,6 +116,10 @@ def export_policy(
     normalisation and, for int8, the activation ranges of every quantised tensor.
     ``per_channel`` (int8 only): one weight scale per output unit of each Dense layer
     (TFLite's default), or one per layer (smaller model, coarser weights).
+
+    Raises ``ValueError`` for bad input (before anything reaches the worker), the
+    converter's own exception, or ``WorkerDied`` / ``TimeoutError`` when the worker died or
+    hung (``edge_rl.export.worker``); the next export starts a new worker.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
@@ -119,8 +133,11 @@ def export_policy(
     std = np.maximum(obs.std(axis=0), MIN_OBS_STD)  # [obs_dim]
 
     export_model = deployable_model(model, mean, std)
+    config = keras.saving.serialize_keras_object(export_model)
     t0 = time.perf_counter()
-    tflite_bytes = _convert(export_model, obs, precision, per_channel)
+    tflite_bytes = default_worker().call(
+        convert.convert, config, export_model.get_weights(), obs, precision, bool(per_channel)
+    )
     convert_seconds = time.perf_counter() - t0
 
     input_quant, output_quant = _read_quant(tflite_bytes)
@@ -133,6 +150,14 @@ def export_policy(
         obs_std=tuple(float(s) for s in std),
         convert_seconds=convert_seconds,
     )
+
+
+def start_export_worker() -> threading.Thread:
+    """Start the export worker and its TensorFlow import now, in the background (the returned
+    thread), so that the first export waits for neither, or less: the import is ~4 s of CPU,
+    10-28 s of wall time on this shared 2-core machine. The learner's publisher calls it at
+    set-up."""
+    return default_worker().warm_up(convert.warm_up)
 
 
 def deployable_model(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> keras.Model:
@@ -195,93 +220,6 @@ def deployable_model(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> k
     exported = keras.Sequential(layers, name=f"{model.name}_export")
     exported.set_weights(weights)
     return exported
-
-
-def _convert(
-    model: keras.Model, obs: np.ndarray, precision: str, per_channel: bool = True
-) -> bytes:
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if precision == "fp16":
-        # float16 weights (half the bytes), float32 activations and I/O.
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.target_spec.supported_types = [tf.float16]
-    # Quieten the Python side: Keras prints the temporary SavedModel's signature to stdout
-    # (its interactive-logging switch is thread-local, so other threads keep printing) and
-    # TF logs converter INFO/WARNINGs. The C++ side (absl W0000/I0000 lines on stderr)
-    # obeys only TF_CPP_MIN_LOG_LEVEL set before TensorFlow is imported.
-    tf_logger, interactive = tf.get_logger(), keras.config.is_interactive_logging_enabled()
-    level = tf_logger.level
-    tf_logger.setLevel(logging.ERROR)
-    keras.config.disable_interactive_logging()
-    try:
-        with warnings.catch_warnings():
-            # Benign with a representative dataset: the converter measures the input range.
-            warnings.filterwarnings("ignore", message="Statistics for quantized inputs")
-            # The debugger builds a tf.lite.Interpreter, which warns of its deprecation.
-            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
-            if precision != "int8":
-                return bytes(converter.convert())
-            return _selective_int8(converter, obs, per_channel)
-    finally:
-        tf_logger.setLevel(level)
-        if interactive:
-            keras.config.enable_interactive_logging()
-
-
-def _selective_int8(
-    converter: tf.lite.TFLiteConverter, obs: np.ndarray, per_channel: bool = True
-) -> bytes:
-    """int8 weights and activations for every op but ``FLOAT_OPS``; float I/O."""
-
-    def representative_dataset() -> Iterator[list[np.ndarray]]:
-        for row in obs:  # batch size 1, as the model's input
-            yield [row[None, :].astype(np.float32)]
-
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = representative_dataset
-    # Not ``_experimental_disable_per_channel_quantization_for_dense_layers``: TF 2.21's
-    # QuantizationDebugger calls mlir_quantize with the all-ops flag only and drops that
-    # one. The all-ops flag is the same thing here: FULLY_CONNECTED are our only int8 ops
-    # with weights.
-    converter._experimental_disable_per_channel = not per_channel
-    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=FLOAT_OPS)
-    with _without_native_lines(b"fully_quantize: "):  # printed by C++ on every call
-        debugger = tf.lite.experimental.QuantizationDebugger(
-            converter=converter, debug_dataset=representative_dataset, debug_options=options
-        )
-        return bytes(debugger.get_nondebug_quantized_model())
-
-
-@contextlib.contextmanager
-def _without_native_lines(prefix: bytes) -> Iterator[None]:
-    """Drop lines starting with ``prefix`` that anything writes to file descriptor 2.
-
-    The quantiser's C++ code prints a line per call straight to fd 2, past Python's
-    logging and TF_CPP_MIN_LOG_LEVEL, once per export into the learner's live view. For
-    the duration, fd 2 is a pipe; a thread copies every other line (other threads' log
-    records included) to the real stderr, so nothing else is lost or reordered.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    read_end, write_end = os.pipe()
-    os.dup2(write_end, 2)
-    os.close(write_end)
-
-    def pump() -> None:
-        with os.fdopen(read_end, "rb") as pipe:
-            for line in pipe:
-                if not line.startswith(prefix):
-                    os.write(saved, line)
-
-    thread = threading.Thread(target=pump, name="stderr-filter", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)  # closes the pipe's last write end: the pump sees EOF
-        thread.join(timeout=5.0)
-        os.close(saved)
 
 
 def _read_quant(tflite_bytes: bytes) -> tuple[QuantParams, QuantParams]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from edge_rl.config import RunConfig
-from edge_rl.export.tflite import ExportedModel, export_policy
+from edge_rl.export.tflite import ExportedModel, export_policy, start_export_worker
 from edge_rl.nodes.algos import Algo
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.specs import EnvSpec
@@ -57,6 +57,7 @@ class PolicyPublisher:
         self.signer = signer  # every bundle is signed (docs/protocol.md §4)
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.failed = 0
+        start_export_worker()  # conversions run in a child process: start it, warm, now
 
     def export(
         self,

@@ -11,13 +11,23 @@ codecarbon is imported in these calls only (not on boards, not at import time). 
 every output off (no ``emissions.csv``, no API). How it gets CPU power depends on the host:
 RAPL energy counters where ``/sys/class/powercap/intel-rapl`` is readable; otherwise its CPU
 load times a TDP from its table of CPU models (4 W per thread when the model is unknown, as
-on this 2-vCPU VM); RAM power is always estimated from memory size. The summary records which
-(``cpu_method``) and codecarbon's own warnings (``notes``), because the difference is large.
+on this 2-vCPU VM); RAM power is estimated from memory size (we never force a RAM power). The
+summary records which (``cpu_method``) and codecarbon's own warnings (``notes``), because the
+difference is large.
+
+Public interface only (codecarbon is pinned to the range tested, see pyproject.toml): the
+tracker's constructor, ``start()``, ``stop()``, its ``final_emissions_data``
+(``EmissionsData``) and ``get_detected_hardware()``, and its log. codecarbon has no accessor
+for how it measures the CPU; it names the mode in the INFO line it logs at every measurement
+(``Delta energy consumed for CPU with cpu_load : ...``, also on a tracker that reuses the
+process's cached hardware set-up, which logs no set-up report), read by a filter on its
+``codecarbon`` logger (``_Log``) that also drops its INFO lines from every handler.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +39,8 @@ log = logging.getLogger(__name__)
 # codecarbon samples power this often. CPU load and RAPL are integrated between samples, so
 # the period sets the resolution of its log, not the total; 10 s keeps its thread cheap.
 MEASURE_POWER_SECS = 10.0
+# codecarbon 3.3 logs this at every measurement (EmissionsTracker._measure_power_and_energy).
+_CPU_MODE_LINE = re.compile(r"Delta energy consumed for CPU with (\w+) :")
 _CPU_METHODS = {  # codecarbon's CPU modes (3.x) -> what they mean
     "intel_rapl": "measured by RAPL energy counters",
     "cpu_load": "estimated as CPU load x TDP",
@@ -51,10 +63,29 @@ class _Notes(logging.Handler):
         self.messages.append(" ".join(record.getMessage().split()))
 
 
-def _not_multiple_instances(record: logging.LogRecord) -> bool:
-    """Drops codecarbon's warning that several trackers may run at once: we allow that (see
-    ``HostCarbon.start``), so the warning says nothing."""
-    return not record.getMessage().startswith("Multiple instances of codecarbon")
+class _Log(logging.Filter):
+    """On the ``codecarbon`` logger while a tracker runs. Its warnings are kept as notes (they
+    say how it estimated power: "we don't know [this CPU] ... default power consumption of
+    4 W per thread"), except the one that several trackers may run at once: we allow that
+    (see ``HostCarbon.start``), so it says nothing. Its INFO lines (one every few seconds)
+    reach no handler; the CPU mode is read from them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notes: list[str] = []
+        self.cpu_mode: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.levelno < logging.WARNING:
+            found = _CPU_MODE_LINE.match(message)
+            if found:
+                self.cpu_mode = found.group(1)
+            return False
+        if message.startswith("Multiple instances of codecarbon"):
+            return False
+        self.notes.append(" ".join(message.split()))
+        return True
 
 
 def carbon_intensity(cfg: EnergyConfig) -> CarbonIntensity:
@@ -113,7 +144,7 @@ class HostCarbon:
         self.intensity = carbon_intensity(cfg)
         self._tracker: Any = None
         self._missing: str | None = None if cfg.enabled else "energy.enabled is false"
-        self._notes = _Notes()
+        self._log = _Log()
         self._result: HostEnergy | None = None
 
     def start(self) -> None:
@@ -125,9 +156,8 @@ class HostCarbon:
             self._missing = f"codecarbon is not installed ({e}): pip install 'edge-rl[host]'"
             return
         cc_log = logging.getLogger("codecarbon")
-        cc_log.setLevel(logging.WARNING)  # its INFO lines every few seconds: not in our logs
-        cc_log.addFilter(_not_multiple_instances)
-        cc_log.addHandler(self._notes)
+        cc_log.addFilter(self._log)
+        cc_log.setLevel(logging.INFO)  # for the CPU mode; ``_Log`` keeps INFO from handlers
         try:
             self._tracker = OfflineEmissionsTracker(
                 country_iso_code=self.cfg.country_iso_code,
@@ -142,31 +172,38 @@ class HostCarbon:
                 # SIGTERM handlers over the CLI's (which stop the fleet and the broker).
                 allow_multiple_runs=True,
                 project_name="edge-rl",
-                log_level="warning",
+                log_level="info",  # (else it sets its logger's level back to WARNING)
             )
             self._tracker.start()  # the first start looks up the CPU model: 1-10 s here
         except Exception as e:  # noqa: BLE001 - the run goes on without a measurement
             self._missing = f"codecarbon failed to start: {e!r}"
             self._tracker = None
-            cc_log.removeHandler(self._notes)
+            self._release_log()
+
+    def _release_log(self) -> None:
+        cc_log = logging.getLogger("codecarbon")
+        cc_log.removeFilter(self._log)
+        cc_log.setLevel(logging.WARNING)  # without our filter: no INFO lines in our logs
 
     def stop(self) -> HostEnergy:
         """Stop measuring (idempotent) and return what was measured, or why nothing was."""
         if self._result is None:
             self._result = self._stop()
-            logging.getLogger("codecarbon").removeHandler(self._notes)
+            self._release_log()
             log.info("learner energy: %s kWh (%s)", self._result.kwh, self._result.method)
         return self._result
 
     def _stop(self) -> HostEnergy:
-        notes = {"notes": self._notes.messages}
+        notes = {"notes": self._log.notes}
         if self._tracker is None:
             return HostEnergy(None, None, "none", self._missing or "never started", notes)
         try:
-            self._tracker.stop()
+            # stop() returns kg CO2e, or None when it failed (it logs instead of raising)
+            # and then it leaves no final_emissions_data either.
+            kg = self._tracker.stop()
             data = getattr(self._tracker, "final_emissions_data", None)
-            if data is None or not data.energy_consumed > 0:
-                why = "; ".join(self._notes.messages[-3:]) or "no energy recorded"
+            if kg is None or data is None or not data.energy_consumed > 0:
+                why = "; ".join(self._log.notes[-3:]) or "no energy recorded"
                 return HostEnergy(None, None, "none", f"codecarbon measured nothing: {why}", notes)
             detail = self._detail(data)
         except Exception as e:  # noqa: BLE001
@@ -174,43 +211,32 @@ class HostCarbon:
         return HostEnergy(data.energy_consumed, data.emissions, _method(detail), None, detail)
 
     def _detail(self, data: Any) -> dict[str, Any]:
-        """codecarbon's final figures, and how it got the CPU's power. It has no public
-        accessor for the latter (3.3): the CPU object's ``_mode`` and ``_tdp`` are read
-        defensively, and its ``hardware`` descriptions are kept as they are."""
-        from codecarbon import __version__
-
-        cpu = next(
-            (h for h in getattr(self._tracker, "_hardware", []) if hasattr(h, "_mode")), None
-        )
-        conf = getattr(self._tracker, "_conf", {})
+        """codecarbon's final figures (``EmissionsData``), what it detected, and the CPU mode
+        from its log (``_Log``)."""
         duration = max(float(data.duration), 1e-9)
         return {
-            "codecarbon_version": __version__,
+            "codecarbon_version": data.codecarbon_version,
             "tracking_mode": data.tracking_mode,
-            "cpu_method": getattr(cpu, "_mode", None),
-            "cpu_tdp_w": getattr(cpu, "_tdp", None),
-            "hardware": conf.get("hardware"),
+            "cpu_method": self._log.cpu_mode,
+            "hardware": self._tracker.get_detected_hardware(),
             "cpu_model": data.cpu_model,
             "cpu_count": data.cpu_count,
+            "ram_total_gb": round(float(data.ram_total_size), 3),
             "duration_s": round(duration, 3),
             "cpu_energy_kwh": sig(data.cpu_energy),
             "ram_energy_kwh": sig(data.ram_energy),
             "gpu_energy_kwh": sig(data.gpu_energy),
             "cpu_mean_w": round(data.cpu_energy * J_PER_KWH / duration, 3),
             "ram_mean_w": round(data.ram_energy * J_PER_KWH / duration, 3),
-            "notes": self._notes.messages,
+            "notes": self._log.notes,
         }
 
 
 def _method(d: dict[str, Any]) -> str:
-    """One line: ``codecarbon 3.3.2 offline, process tracking: CPU estimated as CPU load x TDP
-    (8 W), RAM estimated from memory size``."""
+    """One line: ``codecarbon 3.3.2 offline, process tracking: CPU estimated as CPU load x TDP,
+    RAM estimated from memory size (23.5 GB)``."""
     cpu = _CPU_METHODS.get(d["cpu_method"], d["cpu_method"] or "unknown")
-    if d["cpu_tdp_w"] is not None and "TDP" in cpu:
-        cpu += f" ({d['cpu_tdp_w']:g} W)"
-    hardware = d["hardware"] or []
-    ram = "estimated from memory size" if "RAM()" in hardware else f"from {hardware}"
     return (
         f"codecarbon {d['codecarbon_version']} offline, {d['tracking_mode']} tracking: "
-        f"CPU {cpu}, RAM {ram}"
+        f"CPU {cpu}, RAM estimated from memory size ({d['ram_total_gb']:g} GB)"
     )

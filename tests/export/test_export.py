@@ -170,15 +170,10 @@ def test_export_rejects_a_model_that_is_not_a_dense_stack() -> None:
         export_policy(model, _obs(16, seed=0), "fp32")
 
 
-def test_int8_export_prints_no_native_noise(model: keras.Model, capfd) -> None:
-    export_policy(model, _obs(32, seed=0), "int8")
-    assert "fully_quantize" not in capfd.readouterr().err
-
-
 def test_the_stderr_filter_drops_only_its_lines(capfd) -> None:
     import os
 
-    from edge_rl.export.tflite import _without_native_lines
+    from edge_rl.export.convert import _without_native_lines
 
     with _without_native_lines(b"noise: "):
         os.write(2, b"noise: from C++\nkept: another thread's log record\n")

@@ -3,20 +3,22 @@ codecarbon is missing or fails (no broker, no TensorFlow)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import socket
 import sys
 import time
 from importlib import resources
 from pathlib import Path
 
+import codecarbon  # a declared dependency: a missing one fails these tests, not skips them
 import pytest
 
 from edge_rl.config import EnergyConfig
 from edge_rl.telemetry import carbon
 from edge_rl.telemetry.carbon import HostCarbon, carbon_intensity
 
-codecarbon = pytest.importorskip("codecarbon")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -93,6 +95,66 @@ def test_a_failing_tracker_leaves_a_reason(monkeypatch, tmp_path, tracker, why):
     assert host.stop() is energy  # idempotent
 
 
+class _PublicOnly:
+    """A tracker with codecarbon 3.3's public surface only: reading any private attribute
+    fails. It logs what the real one logs at a measurement, and returns a real EmissionsData."""
+
+    private_reads: list[str] = []  # over every instance
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+
+    def __getattribute__(self, name: str):
+        if name.startswith("_") and not name.startswith("__"):
+            _PublicOnly.private_reads.append(name)
+            raise AttributeError(f"private attribute {name} read")
+        return super().__getattribute__(name)
+
+    def start(self) -> None:
+        log = logging.getLogger("codecarbon")
+        log.warning("We will use the default power consumption of 4 W per thread")
+        log.info("Delta energy consumed for CPU with cpu_load : 0.000001 kWh, power : 3.0 W")
+
+    def stop(self) -> float:
+        from codecarbon.output_methods.emissions_data import EmissionsData
+
+        fields = {f.name: 0.0 for f in dataclasses.fields(EmissionsData)}
+        fields.update(duration=2.0, emissions=4e-6, cpu_energy=2e-6, ram_energy=8e-6,
+                      energy_consumed=1e-5, codecarbon_version=codecarbon.__version__,
+                      tracking_mode="process", cpu_model="Some CPU", cpu_count=2,
+                      ram_total_size=16.0)  # fmt: skip
+        self.final_emissions_data = EmissionsData(**fields)
+        return self.final_emissions_data.emissions
+
+    def get_detected_hardware(self) -> dict:
+        return {"cpu_model": "Some CPU", "cpu_count": 2}
+
+
+def test_only_codecarbons_public_interface_is_used(monkeypatch, tmp_path):
+    monkeypatch.setattr(codecarbon, "OfflineEmissionsTracker", _PublicOnly)
+    monkeypatch.setattr(_PublicOnly, "private_reads", [])
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append
+    cc_log = logging.getLogger("codecarbon")
+    cc_log.addHandler(handler)
+    try:
+        host = HostCarbon(EnergyConfig(), tmp_path)
+        host.start()
+        energy = host.stop()
+    finally:
+        cc_log.removeHandler(handler)
+    assert _PublicOnly.private_reads == []
+    assert energy.missing is None and energy.kwh == 1e-5 and energy.kg_co2e == 4e-6
+    d = energy.detail
+    assert d["cpu_method"] == "cpu_load" and "CPU load x TDP" in energy.method
+    assert d["hardware"] == {"cpu_model": "Some CPU", "cpu_count": 2}
+    assert d["cpu_mean_w"] == pytest.approx(2e-6 * 3.6e6 / 2.0)
+    assert any("4 W per thread" in n for n in d["notes"])
+    assert [r.levelno for r in seen] == [logging.WARNING]  # its INFO lines reached no handler
+    assert cc_log.filters == [] and cc_log.level == logging.WARNING  # nothing left behind
+
+
 @pytest.mark.slow
 def test_a_real_measurement_offline_without_files(tmp_path, monkeypatch):
     before = set(ROOT.glob("*.csv"))
@@ -120,3 +182,9 @@ def test_a_real_measurement_offline_without_files(tmp_path, monkeypatch):
     assert energy.method.startswith(f"codecarbon {codecarbon.__version__} offline")
     assert not list(tmp_path.iterdir()) and set(ROOT.glob("*.csv")) == before  # no emissions.csv
     assert attempts == []
+    # A second tracker in this process reuses codecarbon's cached hardware set-up (and logs
+    # no set-up report): its CPU mode is still known.
+    again = HostCarbon(EnergyConfig(), tmp_path)
+    again.start()
+    second = again.stop()
+    assert second.missing is None and second.detail["cpu_method"] == d["cpu_method"]
