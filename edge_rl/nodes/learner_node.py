@@ -130,6 +130,7 @@ class LearnerNode:
             clock.restart()
         self.carbon.start()  # codecarbon, until the summary: the whole run is measured
         self.agent.compile()  # trace before any data flows: tracing holds the GIL for seconds
+        self.publisher.wait_ready(timeout=120)  # the export worker, started in the background
         self.transport.start()
         if not self.transport.wait_connected(15):
             self.transport.stop()
@@ -173,8 +174,7 @@ class LearnerNode:
         self.meter.tick(metrics, force=True)
 
     def record(self) -> RunRecord:
-        """The run, read once at its end: the final evaluation of the deployed policy
-        (LiteRT, seeds apart from selection's) and every counter."""
+        """The run at its end: every counter, and the deployed policy's final evaluation."""
         lap = self.clocks["main"].lap
         lap("other")
         published = self.broadcast.current

@@ -57,7 +57,12 @@ class PolicyPublisher:
         self.signer = signer  # every bundle is signed (docs/protocol.md §4)
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.failed = 0
-        start_export_worker()  # conversions run in a child process: start it, warm, now
+        self._warm_up = start_export_worker()  # conversions run in a child process: start it
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the export worker has imported TensorFlow (bounded): a first export that
+        waits for it (10-28 s on a busy 2-core host) would leave the fleet on random actions."""
+        self._warm_up.join(timeout)
 
     def export(
         self,
