@@ -23,10 +23,15 @@ MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
 class FleetConfig:
     actors: int = 4  # simulated actor processes started by `edge-rl learn` (0: none)
     board: str = "rpi4"  # firmware_configs/<board>.yaml
+    # Actors one run keeps state for (statuses, credit, sequence numbers); a status or a
+    # batch from one more is refused and counted: invented ids must not grow the learner.
+    max_actors: int = 10_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.actors <= 64:
             raise ValueError(f"fleet.actors must be in [0, 64], got {self.actors}")
+        if not 1 <= self.max_actors <= 1_000_000:
+            raise ValueError(f"fleet.max_actors must be in [1, 1e6], got {self.max_actors}")
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,10 @@ class RunConfig:
     # updates done so far have paid for at the replay ratio (see nodes/fleet_control.py).
     max_lag_transitions: int = 1_000
     max_policy_lag: int | None = None  # reject batches acted this many versions ago
+    # Largest |observation| and |reward| a batch may hold (else rejected, "out_of_bounds"):
+    # finite is not enough, one reward of 3e38 poisons every TD target it reaches.
+    max_abs_observation: float = 1e6
+    max_abs_reward: float = 1e6
     eval_episodes: int = 10  # final evaluation of the deployed model (LiteRT, greedy)
     # Model selection, like SB3's EvalCallback: every `select_every`-th published policy is
     # scored greedily in LiteRT on the learner's own env (`select_episodes` episodes, not
@@ -174,6 +183,8 @@ class RunConfig:
             raise ValueError("max_lag_transitions >= 1 and eval_episodes >= 1")
         if self.select_every < 0 or self.select_episodes < 1:
             raise ValueError("select_every >= 0 and select_episodes >= 1")
+        if not (self.max_abs_observation > 0 and self.max_abs_reward > 0):
+            raise ValueError("max_abs_observation and max_abs_reward must be > 0")
 
     @property
     def total_updates(self) -> int:

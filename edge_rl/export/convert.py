@@ -43,7 +43,7 @@ def convert(
     """In the worker: rebuild the model from its serialisation and convert it, quietly."""
     _quiet_this_process()
     # The custom layer (``Affine``) registers itself with Keras on import.
-    from edge_rl.export import tflite  # noqa: F401
+    from edge_rl.export import layers  # noqa: F401
 
     model = keras.saving.deserialize_keras_object(config)
     model.set_weights(weights)

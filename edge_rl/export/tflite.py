@@ -37,6 +37,7 @@ import keras
 import numpy as np
 
 from edge_rl.export import convert
+from edge_rl.export.layers import Affine
 from edge_rl.export.worker import default_worker
 from edge_rl.types import QuantParams
 
@@ -67,41 +68,6 @@ class ExportedModel:
     # What the caller waited for the conversion in the export worker: the round trip,
     # and the worker's start-up (and TensorFlow import) on a first or restarted call.
     convert_seconds: float
-
-
-@keras.saving.register_keras_serializable(package="edge_rl")
-class Affine(keras.layers.Layer):
-    """``y = x * scale + offset`` per feature, optionally clipped to ``[low, high]``.
-
-    Constants, not weights: they trace into float MUL / ADD (/ MAXIMUM / MINIMUM) ops, and
-    travel to the export worker in the layer's config (float32 values as Python floats).
-    """
-
-    def __init__(
-        self,
-        scale: np.ndarray,
-        offset: np.ndarray,
-        clip: tuple[np.ndarray, np.ndarray] | None = None,
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.scale = np.asarray(scale, np.float32)  # [features]
-        self.offset = np.asarray(offset, np.float32)  # [features]
-        self.clip = None if clip is None else tuple(np.asarray(c, np.float32) for c in clip)
-
-    def call(self, x):
-        y = x * self.scale + self.offset
-        if self.clip is not None:
-            y = keras.ops.minimum(keras.ops.maximum(y, self.clip[0]), self.clip[1])
-        return y
-
-    def get_config(self) -> dict:
-        return {
-            **super().get_config(),
-            "scale": self.scale.tolist(),
-            "offset": self.offset.tolist(),
-            "clip": None if self.clip is None else [c.tolist() for c in self.clip],
-        }
 
 
 def export_policy(

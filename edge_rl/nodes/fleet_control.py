@@ -47,6 +47,7 @@ class FleetControl:
         # "offline" without one (it is made before the actor starts).
         self._breakdowns: dict[str, dict[str, float]] = {}
         self.status_rejected = 0
+        self.max_actors, self.actors_refused = cfg.fleet.max_actors, 0
         self.state: RunState = "running"
         self._last: ControlMessage | None = None
         self._ledger = CreditLedger()
@@ -63,6 +64,13 @@ class FleetControl:
             self.status_rejected += 1  # a status must come from the topic of its own actor
             return
         with self._lock:
+            if status.actor_id not in self._actors and len(self._actors) >= self.max_actors:
+                self.status_rejected += 1
+                self.actors_refused += 1
+                if self.actors_refused == 1:
+                    log.warning("more than fleet.max_actors=%d actors: %s refused",
+                                self.max_actors, status.actor_id)  # fmt: skip
+                return
             self._actors[status.actor_id] = status
             if status.breakdown:
                 self._breakdowns[status.actor_id] = status.breakdown
@@ -114,7 +122,8 @@ class FleetControl:
         allowed += math.ceil(updates / cfg.replay_ratio)
         allowed = min(allowed, cfg.total_env_steps)
         received, by_actor = self._received()
+        # Only actors that announced themselves on their own status topic (which the broker's
+        # ACL ties to their credentials) get credit; data from anyone else earns none.
         online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
-        known = online | {a for a in by_actor if a not in self._actors}
-        credits = self._ledger.grant(allowed, received, by_actor, sorted(known))
+        credits = self._ledger.grant(allowed, received, by_actor, sorted(online))
         return ControlMessage("running", credits=credits, default_credit=0)

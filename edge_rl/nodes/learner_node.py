@@ -74,10 +74,7 @@ class LearnerNode:
         publish = self.transport.publish
         # actors -> transitions -> inbox -> ingest -> replay
         self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
-        self.ingest = Ingest(
-            self.spec, self.replay, topics, latest_version=lambda: self.broadcast.version,
-            max_payload_bytes=cfg.transport.max_payload_bytes, max_policy_lag=cfg.max_policy_lag,
-        )  # fmt: skip
+        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, lambda: self.broadcast.version)
         self.inbox = Inbox(
             self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"], self._check_budget
         )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edge_rl.config import RunConfig
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.codec import CodecError, decode_transitions, peek_count
@@ -76,15 +77,36 @@ class Ingest:
         latest_version: Callable[[], int],
         max_payload_bytes: int = 1_000_000,
         max_policy_lag: int | None = None,
+        max_abs_observation: float = 1e6,
+        max_abs_reward: float = 1e6,
+        max_actors: int = 10_000,
+        max_sessions_per_actor: int = 8,
     ) -> None:
         self.spec, self.replay, self.topics = spec, replay, topics
         self.latest_version = latest_version
         self.max_payload_bytes, self.max_policy_lag = max_payload_bytes, max_policy_lag
+        self.max_abs_observation, self.max_abs_reward = max_abs_observation, max_abs_reward
+        # Bounded state: ids past max_actors are refused, and of each actor only the newest
+        # sessions are tracked (an old session's batches are long delivered or lost).
+        self.max_actors, self.max_sessions = max_actors, max_sessions_per_actor
+        self._sessions: dict[str, list[int]] = {}  # actor id -> its sessions, oldest first
         self.stats = IngestStats()
         self._seqs: dict[tuple[str, int], SeqTracker] = {}
         self._ep_return: dict[tuple[str, int], float] = {}
         self._session_of: dict[str, int] = {}  # actor id -> its latest session
         self.lock = threading.Lock()  # guards stats for readers on other threads
+
+    @classmethod
+    def for_run(
+        cls, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, latest_version: Callable[[], int]
+    ) -> Ingest:
+        """The learner's ingest: limits from the run config."""
+        return cls(
+            spec, replay, Topics(cfg.transport.root, cfg.run), latest_version,
+            max_payload_bytes=cfg.transport.max_payload_bytes, max_policy_lag=cfg.max_policy_lag,
+            max_abs_observation=cfg.max_abs_observation, max_abs_reward=cfg.max_abs_reward,
+            max_actors=cfg.fleet.max_actors,
+        )  # fmt: skip
 
     def handle(self, topic: str, payload: bytes) -> bool:
         """Ingest one transition payload; True when it went into replay. Never raises."""
@@ -100,10 +122,16 @@ class Ingest:
             batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
             if batch.actor_id != self.topics.actor_of(topic):
                 raise CodecError("actor_mismatch", f"{batch.actor_id!r} published on {topic}")
+            self._check_magnitudes(batch)
         except CodecError as e:
             self._reject(e, payload)  # seq unread or untrusted: a gap stays a gap
             return False
         key = (batch.actor_id, batch.session)
+        if key not in self._seqs and not self._admit(*key):
+            self._reject(
+                CodecError("too_many_actors", f"{batch.actor_id!r}: over max_actors"), payload
+            )
+            return False
         tracker = self._seqs.setdefault(key, SeqTracker())
         if not tracker.first_time(batch.seq):
             with self.lock:
@@ -136,6 +164,32 @@ class Ingest:
             self._session_of[batch.actor_id] = batch.session
             self.stats.by_actor[batch.actor_id] += len(batch)
         return True
+
+    def _admit(self, actor: str, session: int) -> bool:
+        """Room for a new (actor, session): False past max_actors; an actor's oldest
+        session is forgotten past max_sessions."""
+        sessions = self._sessions.get(actor)
+        if sessions is None:
+            if len(self._sessions) >= self.max_actors:
+                return False
+            sessions = self._sessions[actor] = []
+        sessions.append(session)
+        while len(sessions) > self.max_sessions:
+            old = (actor, sessions.pop(0))
+            self._seqs.pop(old, None)
+            self._ep_return.pop(old, None)
+        return True
+
+    def _check_magnitudes(self, batch) -> None:
+        """Finite is not enough: one reward of 3e38 poisons every TD target it reaches."""
+        if len(batch) == 0:
+            return
+        big = max(np.abs(batch.obs).max(), np.abs(batch.next_obs).max())
+        if big > self.max_abs_observation:
+            raise CodecError("out_of_bounds", f"|obs| {big:.3g} > {self.max_abs_observation:g}")
+        big = np.abs(batch.reward).max()
+        if big > self.max_abs_reward:
+            raise CodecError("out_of_bounds", f"|reward| {big:.3g} > {self.max_abs_reward:g}")
 
     def _count_episodes(self, key: tuple[str, int], reward: np.ndarray, done: np.ndarray) -> None:
         running = self._ep_return.get(key, 0.0)

@@ -192,11 +192,37 @@ def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in header.items() if k in names}
 
 
+_ACTOR_STATES = ("starting", "running", "paused", "stopped", "offline")
+_STATUS_TEXT = ("actor_id", "board", "runtime")  # strings of at most 128 characters
+_STATUS_COUNTS = (  # integers in [0, 2^53)
+    "policy_version", "env_steps", "episodes", "transitions_sent", "batches_sent",
+    "batches_dropped", "policies_rejected", "control_rejected", "transitions_oversize",
+)  # fmt: skip
+
+
 def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
+    """Every field type- and range-checked: a status feeds the live view, the summary and
+    the credit ledger, and a string where a count belongs must not reach any of them."""
     header, _ = _unpack(data, MAGIC_STATUS, max_bytes)
     fields = _known(ActorStatus, header)
     if "breakdown" in fields:  # optional: older actors do not send it
         fields["breakdown"] = _breakdown(fields["breakdown"])
+    if fields.get("state") not in _ACTOR_STATES:
+        raise CodecError("bad_header", f"status state {fields.get('state')!r}")
+    for k in _STATUS_TEXT:
+        v = fields.get(k, "")
+        if not isinstance(v, str) or len(v) > 128:
+            raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
+    for k in _STATUS_COUNTS:
+        v = fields.get(k, 0)
+        if type(v) is not int or not 0 <= v < 2**53:
+            raise CodecError("bad_header", f"status {k!r}: {v!r} is not a count")
+    for k in ("env_steps_per_s", "time_unix", "recent_return"):
+        v = fields.get(k, 0.0)
+        if v is None and k == "recent_return":
+            continue
+        if type(v) not in (int, float) or not math.isfinite(v) or k != "recent_return" and v < 0:
+            raise CodecError("bad_header", f"status {k!r}: {v!r} is not a finite number")
     try:
         return ActorStatus(**fields)
     except TypeError as e:

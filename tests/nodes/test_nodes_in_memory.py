@@ -87,6 +87,22 @@ def test_fleet_control_grants_credit_to_known_actors_and_stopping_is_final():
     assert all(t == topics.control for t, _ in publish.sent)
 
 
+def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
+    cfg = run_config("fc3", fleet=FleetConfig(actors=0, max_actors=2))
+    topics = Topics(cfg.transport.root, cfg.run)
+    publish = Recorder()
+    # "ghost" delivered data without ever announcing itself: it earns no credit.
+    fleet = FleetControl(cfg, topics, publish, received=lambda: (10, {"ghost": 10}))
+    for actor in ("a0", "a1", "a2"):
+        fleet.on_status(topics.status(actor), status(actor))
+    assert set(fleet.actors()) == {"a0", "a1"} and fleet.actors_refused == 1
+    fleet.on_status(topics.status("a0"), status("a0", "paused"))  # a known actor: updated
+    assert fleet.actors()["a0"].state == "paused"
+    fleet.send("running", updates=0)
+    (control,) = publish.controls()
+    assert set(control.credits) == {"a0", "a1"}
+
+
 # --- a learner and a real actor, in one process, no broker ------------------------------
 
 

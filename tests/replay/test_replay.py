@@ -16,13 +16,13 @@ SPEC = EnvSpec(obs_shape=(2,), num_actions=3)
 TOPICS = Topics("edge-rl", "t")
 
 
-def batch(actor="a", session=1, seq=0, n=4, version=0, start=0.0, done_at=()):
+def batch(actor="a", session=1, seq=0, n=4, version=0, start=0.0, done_at=(), reward=1.0):
     obs = (start + np.arange(n * 2, dtype=np.float32)).reshape(n, 2)
     term = np.zeros(n, bool)
     term[list(done_at)] = True
     return TransitionBatch(
         actor, session, seq, version, obs, np.arange(n, dtype=np.int64) % 3,
-        np.ones(n, np.float32), obs + 1, term, np.zeros(n, bool),
+        np.full(n, reward, np.float32), obs + 1, term, np.zeros(n, bool),
     )  # fmt: skip
 
 
@@ -94,8 +94,12 @@ def test_ingest_accepts_dedups_and_counts_episodes():
         (TOPICS.transitions("a"), codec.encode_transitions(batch(version=4)), "unknown_policy"),
         (TOPICS.transitions("a"), codec.encode_transitions(
             batch()).replace(b'"n":4', b'"n":5'), "shape"),
+        (TOPICS.transitions("a"), codec.encode_transitions(batch(reward=3e38)), "out_of_bounds"),
+        (TOPICS.transitions("a"), codec.encode_transitions(batch(start=2e6)), "out_of_bounds"),
+        (TOPICS.transitions("a"), codec.encode_transitions(batch(reward=-2e6)), "out_of_bounds"),
     ],
-    ids=["garbage", "spoofed actor", "future version", "wrong n"],
+    ids=["garbage", "spoofed actor", "future version", "wrong n", "reward 3e38",
+         "obs 2e6", "reward -2e6"],
 )  # fmt: skip
 def test_ingest_rejects_without_touching_replay(topic, payload, reason):
     ing, rb = make_ingest()
@@ -123,3 +127,26 @@ def test_ingest_never_raises_on_an_unexpected_error(monkeypatch):
     monkeypatch.setattr(rb, "add", broken_add)
     assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch()))
     assert ing.stats.rejected["internal_error"] == 1
+
+
+def test_ingest_accepts_magnitudes_up_to_its_bounds():
+    ing, rb = make_ingest()
+    assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(reward=-1e6)))
+    assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(seq=1, start=9e5)))
+    assert len(rb) == 8 and not ing.stats.rejected
+
+
+def test_ingest_state_is_bounded_in_actors_and_sessions():
+    rb = ReplayBuffer(SPEC, capacity=1000, seed=0)
+    ing = Ingest(SPEC, rb, TOPICS, latest_version=lambda: 3, max_actors=2,
+                 max_sessions_per_actor=2)  # fmt: skip
+    for actor in ("a", "b"):
+        assert ing.handle(TOPICS.transitions(actor), codec.encode_transitions(batch(actor=actor)))
+    # A third id is refused before any state is kept for it.
+    assert not ing.handle(TOPICS.transitions("c"), codec.encode_transitions(batch(actor="c")))
+    assert ing.stats.rejected["too_many_actors"] == 1 and len(rb) == 8
+    # Restarts of "a": only its two newest sessions are tracked.
+    for session in (2, 3, 4):
+        payload = codec.encode_transitions(batch(actor="a", session=session))
+        assert ing.handle(TOPICS.transitions("a"), payload)
+    assert sorted(k for k in ing._seqs if k[0] == "a") == [("a", 3), ("a", 4)]
