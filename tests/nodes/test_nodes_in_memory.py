@@ -103,6 +103,37 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
     assert set(control.credits) == {"a0", "a1"}
 
 
+def test_actors_join_while_the_main_thread_reads_the_registry():
+    """Statuses arrive on the transport's thread while the live view and the credit loop
+    read the registry on the main thread: every read is a copy taken under the lock, so
+    iterating it while actors join never raises and never sees a half-made entry."""
+    cfg = run_config("race")
+    topics = Topics(cfg.transport.root, cfg.run)
+    fleet = FleetControl(cfg, topics, Recorder(), received=lambda: (0, {}))
+    payloads = [(topics.status(f"a{i}"), status(f"a{i}")) for i in range(3_000)]
+    joined = threading.Event()
+
+    def join_all() -> None:
+        for topic, payload in payloads:
+            fleet.on_status(topic, payload)
+        joined.set()
+
+    writer = threading.Thread(target=join_all)
+    reads, seen = 0, 0
+    writer.start()
+    while not joined.is_set() and reads < 100_000:
+        snapshot = fleet.actors()
+        for actor_id, st in snapshot.items():  # the live view's loop
+            assert st.actor_id == actor_id
+            if len(fleet.actors()) > len(snapshot):  # actors joined meanwhile
+                seen += 1
+                break
+        reads += 1
+    writer.join(WAIT_S)
+    assert not writer.is_alive() and len(fleet.actors()) == 3_000
+    assert reads > 1  # the reads did overlap the joins
+
+
 # --- a learner and a real actor, in one process, no broker ------------------------------
 
 
