@@ -19,6 +19,7 @@ live view, the summary): every access holds ``_lock``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -71,6 +72,11 @@ class FleetControl:
                     log.warning("more than fleet.max_actors=%d actors: %s refused",
                                 self.max_actors, status.actor_id)  # fmt: skip
                 return
+            last = self._actors.get(status.actor_id)
+            if status.state == "offline" and last is not None:
+                # The last will is made before the actor starts: it carries no counters. A
+                # killed actor keeps the ones it last reported.
+                status = dataclasses.replace(last, state="offline")
             self._actors[status.actor_id] = status
             if status.breakdown:
                 self._breakdowns[status.actor_id] = status.breakdown

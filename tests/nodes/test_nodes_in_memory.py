@@ -4,6 +4,7 @@ are in test_integration.py and the CLI tests."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -101,6 +102,18 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
     fleet.send("running", updates=0)
     (control,) = publish.controls()
     assert set(control.credits) == {"a0", "a1"}
+
+
+def test_a_killed_actor_keeps_its_last_counters():
+    cfg = run_config("will")
+    topics = Topics(cfg.transport.root, cfg.run)
+    fleet = FleetControl(cfg, topics, Recorder(), received=lambda: (0, {}))
+    running = ActorStatus(actor_id="a0", state="running", env_steps=640, transitions_sent=512)
+    fleet.on_status(topics.status("a0"), codec.encode_status(running))
+    fleet.on_status(topics.status("a0"), status("a0", "offline"))  # its last will: zeros
+    assert fleet.actors()["a0"] == dataclasses.replace(running, state="offline")
+    fleet.on_status(topics.status("a1"), status("a1", "offline"))  # never seen running
+    assert fleet.actors()["a1"].env_steps == 0
 
 
 def test_actors_join_while_the_main_thread_reads_the_registry():
