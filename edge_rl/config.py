@@ -150,6 +150,10 @@ class RunConfig:
     # Flow control: the fleet may run at most this many transitions ahead of what the
     # updates done so far have paid for at the replay ratio (see nodes/fleet_control.py).
     max_lag_transitions: int = 1_000
+    # Credit an actor was granted, stepped and sent, but that has not arrived after this
+    # long is written off and granted again (a broker restart loses in-flight batches);
+    # what an actor reports dropped is written off at once.
+    credit_timeout_s: float = 5.0
     max_policy_lag: int | None = None  # reject batches acted this many versions ago
     # Largest |observation| and |reward| a batch may hold (else rejected, "out_of_bounds"):
     # finite is not enough, one reward of 3e38 poisons every TD target it reaches.
@@ -179,6 +183,10 @@ class RunConfig:
             raise ValueError("total_env_steps >= 1, learning_starts >= 0, replay_capacity >= 1")
         if not 0 < self.replay_ratio <= 64:
             raise ValueError(f"replay_ratio must be in (0, 64], got {self.replay_ratio}")
+        if not 0.5 <= self.credit_timeout_s <= 3600:
+            raise ValueError(
+                f"credit_timeout_s must be in [0.5, 3600], got {self.credit_timeout_s}"
+            )
         if self.max_lag_transitions < 1 or self.eval_episodes < 1:
             raise ValueError("max_lag_transitions >= 1 and eval_episodes >= 1")
         if self.select_every < 0 or self.select_episodes < 1:

@@ -114,6 +114,7 @@ class ActorStatus:
     policies_rejected: int = 0
     control_rejected: int = 0  # control messages that failed to decode
     transitions_oversize: int = 0  # in batches over the board's max_batch_bytes: not sent
+    transitions_dropped: int = 0  # in batches the full spool dropped (oldest first): not sent
     env_steps_per_s: float = 0.0
     recent_return: float | None = None
     time_unix: float = 0.0

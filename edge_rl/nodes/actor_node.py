@@ -274,6 +274,7 @@ class ActorNode:
             policies_rejected=sum(self.slot.rejected.values()),
             control_rejected=self.control_rejected,
             transitions_oversize=self.transitions_oversize,
+            transitions_dropped=self.spool.dropped_transitions,
             env_steps_per_s=round(self.steps_per_s, 1),
             recent_return=float(np.mean(self._returns)) if self._returns else None,
             time_unix=time.time(),

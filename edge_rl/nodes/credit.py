@@ -1,14 +1,17 @@
 """Env-step credit: how far each actor may run ahead of what the learner has trained on.
 
     ledger = CreditLedger()
-    credits = ledger.grant(allowed, received_total, by_actor, known_actors)
+    credits = ledger.grant(allowed, received_total, by_actor, known_actors, lost)
     # -> {actor_id: env-step count (since the actor's process start) it may step up to}
 
 Credit, once granted, cannot be taken back (an actor may already have used it), so a
-grant only ever grows. What is neither received nor already granted is shared evenly among
-the known actors (a remainder to those granted least); the sum of all grants never exceeds
-``allowed``, so a fleet can never overshoot the budget the learner sets. No TensorFlow, no
-I/O: a pure ledger.
+grant only ever grows. What is neither received nor outstanding is shared evenly among the
+known actors (a remainder to those granted least). Outstanding credit is what an actor was
+granted and has not delivered, less what is known to be ``lost`` on the way (dropped by the
+actor's full spool or size limit, or sent and never received: fleet_control.py decides):
+lost credit goes back to the pool, so a lost batch can no longer stall a run. The ingest
+side caps the budget itself (a written-off batch that arrives after all is not counted
+twice). No TensorFlow, no I/O: a pure ledger.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ class CreditLedger:
         received: int,
         by_actor: Mapping[str, int],
         known: Sequence[str],
+        lost: Mapping[str, int] | None = None,
     ) -> dict[str, int]:
         """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
 
         ``by_actor`` counts what each actor's current process delivered; a count that goes
         down means the actor restarted (new session), and its grant restarts from there.
+        ``lost``: of each actor's current process, transitions that will never arrive.
         """
+        lost = lost or {}
         known = sorted(known)
         for a in known:
             got = by_actor.get(a, 0)
@@ -40,7 +46,9 @@ class CreditLedger:
                 self.granted[a] = got
             self._received_from[a] = got
             self.granted[a] = max(self.granted.get(a, 0), got)
-        outstanding = sum(self.granted[a] - by_actor.get(a, 0) for a in known)
+        outstanding = sum(
+            max(0, self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)) for a in known
+        )
         available = allowed - received - outstanding
         if available > 0 and known:
             share, extra = divmod(available, len(known))

@@ -52,6 +52,8 @@ class FleetControl:
         self.state: RunState = "running"
         self._last: ControlMessage | None = None
         self._ledger = CreditLedger()
+        self._progress: dict[str, tuple[int, float]] = {}  # actor -> (received, since when)
+        self.written_off: dict[str, int] = {}  # actor -> in-transit transitions written off
 
     # --- statuses (transport thread) ----------------------------------------------------
 
@@ -122,6 +124,24 @@ class FleetControl:
             if self._last is not None:
                 self._publish(self.topics.control, codec.encode_control(self._last), retain=True)
 
+    def _lost(self, actor: str, received: int) -> int:  # holds _lock
+        """Transitions of ``actor``'s current process that will not arrive: what it reports
+        dropped, and what it reports sent that has not arrived for ``credit_timeout_s``."""
+        s = self._actors[actor]
+        now = time.monotonic()
+        last = self._progress.get(actor)
+        if last is None or last[0] != received:
+            self._progress[actor] = last = (received, now)
+        lost = s.transitions_dropped + s.transitions_oversize
+        in_transit = s.transitions_sent - received
+        if in_transit > 0 and now - last[1] >= self.cfg.credit_timeout_s:
+            if self.written_off.get(actor, 0) < in_transit:
+                log.warning("%s: %d transitions sent but not received in %.0f s: written off",
+                            actor, in_transit, self.cfg.credit_timeout_s)  # fmt: skip
+            self.written_off[actor] = in_transit
+            lost += in_transit
+        return lost
+
     def _credit(self, updates: int) -> ControlMessage:  # holds _lock
         cfg = self.cfg
         allowed = cfg.learning_starts + cfg.max_lag_transitions
@@ -131,5 +151,6 @@ class FleetControl:
         # Only actors that announced themselves on their own status topic (which the broker's
         # ACL ties to their credentials) get credit; data from anyone else earns none.
         online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
-        credits = self._ledger.grant(allowed, received, by_actor, sorted(online))
+        lost = {a: self._lost(a, by_actor.get(a, 0)) for a in online}
+        credits = self._ledger.grant(allowed, received, by_actor, sorted(online), lost)
         return ControlMessage("running", credits=credits, default_credit=0)

@@ -185,6 +185,7 @@ class LearnerNode:
             ingest=self.ingest.stats, batches_missing=self.ingest.missing_batches,
             inbox_dropped=self.inbox.dropped, broker_dropped=self.broker_dropped,
             status_rejected=self.fleet.status_rejected, policy_version=self.broadcast.version,
+            credit_written_off=sum(self.fleet.written_off.values()),
             deployed_from=self.deployed_from, selection_scores=dict(self.selection.scores),
             published=published, policy_bytes_total=self.broadcast.bytes_total,
             publishes=self.broadcast.count,

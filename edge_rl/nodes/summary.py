@@ -36,6 +36,7 @@ class RunRecord:
     inbox_dropped: int
     broker_dropped: int
     status_rejected: int
+    credit_written_off: int  # sent, never received, granted again (fleet_control.py)
     policy_version: int
     deployed_from: int | None  # version whose weights the last publish redeployed
     selection_scores: Mapping[int, float]
@@ -92,6 +93,8 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "transitions_duplicate": s.duplicate_transitions,
         "batches_rejected": dict(s.rejected),
         "batches_missing": r.batches_missing,
+        "transitions_over_budget": s.over_budget,
+        "credit_written_off": r.credit_written_off,
         "ingest_queue_dropped": r.inbox_dropped,
         "broker_dropped_messages": r.broker_dropped,
         "status_rejected": r.status_rejected,
@@ -106,6 +109,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
                 "policies_rejected": a.policies_rejected,
                 "control_rejected": a.control_rejected,
                 "transitions_oversize": a.transitions_oversize,
+                "transitions_dropped": a.transitions_dropped,
             }
             for a in r.actors.values()
         },

@@ -65,6 +65,7 @@ class IngestStats:
     # env-step counter can be compared with when the learner grants credit.
     by_actor: Counter[str] = field(default_factory=Counter)
     episodes: int = 0
+    over_budget: int = 0  # valid transitions past the run's budget: not added
     returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
 
 
@@ -81,7 +82,9 @@ class Ingest:
         max_abs_reward: float = 1e6,
         max_actors: int = 10_000,
         max_sessions_per_actor: int = 8,
+        max_transitions: int | None = None,
     ) -> None:
+        """``max_transitions``: the run's budget; a batch that crosses it is cut there."""
         self.spec, self.replay, self.topics = spec, replay, topics
         self.latest_version = latest_version
         self.max_payload_bytes, self.max_policy_lag = max_payload_bytes, max_policy_lag
@@ -89,6 +92,7 @@ class Ingest:
         # Bounded state: ids past max_actors are refused, and of each actor only the newest
         # sessions are tracked (an old session's batches are long delivered or lost).
         self.max_actors, self.max_sessions = max_actors, max_sessions_per_actor
+        self.max_transitions = max_transitions
         self._sessions: dict[str, list[int]] = {}  # actor id -> its sessions, oldest first
         self.stats = IngestStats()
         self._seqs: dict[tuple[str, int], SeqTracker] = {}
@@ -105,7 +109,7 @@ class Ingest:
             spec, replay, Topics(cfg.transport.root, cfg.run), latest_version,
             max_payload_bytes=cfg.transport.max_payload_bytes, max_policy_lag=cfg.max_policy_lag,
             max_abs_observation=cfg.max_abs_observation, max_abs_reward=cfg.max_abs_reward,
-            max_actors=cfg.fleet.max_actors,
+            max_actors=cfg.fleet.max_actors, max_transitions=cfg.total_env_steps,
         )  # fmt: skip
 
     def handle(self, topic: str, payload: bytes) -> bool:
@@ -154,15 +158,24 @@ class Ingest:
         except CodecError as e:
             self._reject(e, payload)
             return False
-        self.replay.add(batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
-        self._count_episodes(key, batch.reward, batch.terminated | batch.truncated)
+        n = len(batch)
+        if self.max_transitions is not None:  # the budget, exactly: the rest is counted
+            n = max(0, min(n, self.max_transitions - self.stats.transitions))
+            if n < len(batch):
+                with self.lock:
+                    self.stats.over_budget += len(batch) - n
+                if n == 0:
+                    return False
+        b = batch
+        self.replay.add(b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n])
+        self._count_episodes(key, b.reward[:n], (b.terminated | b.truncated)[:n])
         with self.lock:
             self.stats.batches += 1
-            self.stats.transitions += len(batch)
+            self.stats.transitions += n
             if self._session_of.get(batch.actor_id, batch.session) != batch.session:
                 self.stats.by_actor[batch.actor_id] = 0  # a restarted actor counts from 0
             self._session_of[batch.actor_id] = batch.session
-            self.stats.by_actor[batch.actor_id] += len(batch)
+            self.stats.by_actor[batch.actor_id] += n
         return True
 
     def _admit(self, actor: str, session: int) -> bool:

@@ -197,6 +197,7 @@ _STATUS_TEXT = ("actor_id", "board", "runtime")  # strings of at most 128 charac
 _STATUS_COUNTS = (  # integers in [0, 2^53)
     "policy_version", "env_steps", "episodes", "transitions_sent", "batches_sent",
     "batches_dropped", "policies_rejected", "control_rejected", "transitions_oversize",
+    "transitions_dropped",
 )  # fmt: skip
 
 

@@ -6,6 +6,7 @@
     ...
     broker.wait_idle(5)      # every message published so far has been handed to its handlers
     broker.drop("actor-a0")  # an abrupt loss: the broker publishes that client's last will
+    broker.lose("edge-rl/+/actors/+/transitions", 3)  # the next 3 such messages vanish
     broker.close()
 
 What it keeps of MQTT: topic filters with ``+`` and ``#`` (paho's own matcher), retained
@@ -99,6 +100,8 @@ class MemoryBroker:
         self.clients: dict[str, MemoryTransport] = {}
         self.retained: dict[str, bytes] = {}
         self.published: list[tuple[str, bytes, bool]] = []  # (topic, payload, retain), in order
+        self._losses: list[list] = []  # [topic filter, messages still to lose]
+        self.lost: list[tuple[str, bytes]] = []  # what lose() made vanish, in order
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="memory-broker", daemon=True)
         self._thread.start()
@@ -119,6 +122,11 @@ class MemoryBroker:
             topic, payload = client.will
             self._submit(lambda: self._route(topic, payload, True))
 
+    def lose(self, topic_filter: str, count: int) -> None:
+        """Fault injection: the next ``count`` messages matching ``topic_filter`` are
+        acknowledged to their publisher and delivered to no one (as in a broker crash)."""
+        self._submit(lambda: self._losses.append([topic_filter, count]))
+
     def wait_idle(self, timeout: float) -> bool:
         """True once everything submitted so far has been delivered."""
         done = threading.Event()
@@ -136,6 +144,11 @@ class MemoryBroker:
         self._jobs.put(job)
 
     def _route(self, topic: str, payload: bytes, retain: bool) -> None:
+        for loss in self._losses:
+            if loss[1] > 0 and topic_matches_sub(loss[0], topic):
+                loss[1] -= 1
+                self.lost.append((topic, payload))
+                return
         self.published.append((topic, payload, retain))
         if retain:
             if payload:

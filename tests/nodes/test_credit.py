@@ -60,3 +60,16 @@ def test_a_trickle_of_credit_reaches_every_actor():
         delivered = dict(credits)  # every actor uses all it has at once
     steps = sorted(delivered.values())
     assert sum(steps) == allowed and steps[-1] - steps[0] <= 1, delivered
+
+
+def test_lost_credit_goes_back_to_the_pool():
+    """a0 was granted 50, delivered 40 and lost 10 on the way: with the loss reported, its
+    10 are free again; without it, nothing more can be granted (the old stall)."""
+    ledger = CreditLedger()
+    assert ledger.grant(100, 0, {}, ["a0", "a1"]) == {"a0": 50, "a1": 50}
+    by_actor = {"a0": 40, "a1": 50}
+    assert ledger.grant(100, 90, by_actor, ["a0", "a1"]) == {"a0": 50, "a1": 50}
+    assert ledger.grant(100, 90, by_actor, ["a0", "a1"], lost={"a0": 10}) == {"a0": 55, "a1": 55}
+    # Never more in flight than allowed: what is granted and not received or lost.
+    granted = ledger.granted
+    assert sum(granted[a] - by_actor[a] for a in granted) - 10 == 100 - 90

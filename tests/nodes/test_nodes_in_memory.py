@@ -192,3 +192,54 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert codec.decode_control(broker.retained[topics.control]).state == "stopped"
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
+
+
+def run_in_memory(tmp_path, cfg, before_run=None) -> tuple[dict, ActorNode, MemoryBroker]:
+    """A learner and one real actor (a thread) over a MemoryBroker; the summary."""
+    broker = MemoryBroker()
+    try:
+        learner = LearnerNode(cfg, broker.connect, tmp_path / "run")
+        public_key = tmp_path / "run" / "signing.pub"
+        learner.signer.write_public(public_key)
+        opts = ActorOptions("a0", cfg.env_id, broker.url, run=cfg.run, seed=3,
+                            policy_key=str(public_key))  # fmt: skip
+        actor = ActorNode(FAST_BOARD, opts, connect=broker.connect)
+        if before_run is not None:
+            before_run(broker, learner)
+        thread = threading.Thread(target=actor.run, name="actor", daemon=True)
+        thread.start()
+        summary = learner.run()
+        thread.join(WAIT_S)
+        assert not thread.is_alive(), "the actor did not stop after the learner's stop"
+    finally:
+        broker.close()
+    return summary, actor, broker
+
+
+def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp_path):
+    """Three batches vanish in transit (as in a broker crash). The credit spent on them
+    used to stall the run for ever; it is written off after credit_timeout_s and granted
+    again, and the run ends at exactly total_env_steps, from independent counts: what the
+    broker lost, what the actor says it sent, what replay holds."""
+    cfg = run_config("lost", credit_timeout_s=0.5, max_lag_transitions=200)
+
+    def lose_three_mid_run(broker, learner):
+        real = learner.agent.update
+
+        def update(*args, **kwargs):  # at the 20th update: training is under way
+            if learner.agent.updates == 20:
+                broker.lose(learner.topics.all_transitions, 3)
+            return real(*args, **kwargs)
+
+        learner.agent.update = update
+
+    summary, actor, broker = run_in_memory(tmp_path, cfg, lose_three_mid_run)
+    lost = sum(codec.peek_count(p) for _, p in broker.lost)
+    assert len(broker.lost) == 3 and lost > 0
+    assert summary["env_steps"] == cfg.total_env_steps  # exactly, not a step more
+    assert summary["credit_written_off"] >= lost
+    # Replay holds what arrived, once; the actor sent more than that by what was lost
+    # and what came past the budget.
+    assert summary["transitions_duplicate"] == 0 and summary["batches_missing"] >= 3
+    over = summary["transitions_over_budget"]
+    assert actor.transitions_sent == summary["transitions_received"] + lost + over
