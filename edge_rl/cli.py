@@ -73,6 +73,7 @@ def main(ctx: click.Context, verbose: bool) -> None:
 @click.option("--fleet", "n_fleet", type=int, help="Simulated actors to start (overrides config).")
 @click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
 @click.option("--seed", type=int, help="Overrides the config's seed.")
+@click.option("--run", "run_name", help="Run name, as the actors' --run (overrides run:).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
 @click.option(
     "--signing-key",
@@ -81,8 +82,8 @@ def main(ctx: click.Context, verbose: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="End by printing summary.json in full.")
 @click.pass_context
-def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, sets, signing_key,
-          as_json):  # fmt: skip
+def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, run_name, sets,
+          signing_key, as_json):  # fmt: skip
     """Train: a learner, an embedded broker unless --broker, and a simulated fleet."""
     started = time.monotonic()
     import os
@@ -101,6 +102,8 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
         overrides["fleet.board"] = board
     if signing_key is not None:
         overrides["signing_key"] = signing_key
+    if run_name is not None:
+        overrides["run"] = run_name
     try:
         cfg = load_run_config(config_path, overrides)
     except ValueError as e:

@@ -15,6 +15,7 @@ import yaml
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
+from edge_rl.transport.topics import check_name  # pure: no MQTT
 
 MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
 
@@ -179,6 +180,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.algo not in ("dqn", "td3"):
             raise ValueError(f"algo must be 'dqn' or 'td3', got {self.algo!r}")
+        check_name("run name", self.run)  # one topic level: at load, not once a fleet runs
         if self.total_env_steps < 1 or self.learning_starts < 0 or self.replay_capacity < 1:
             raise ValueError("total_env_steps >= 1, learning_starts >= 0, replay_capacity >= 1")
         if not 0 < self.replay_ratio <= 64:

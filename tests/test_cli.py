@@ -130,6 +130,7 @@ def test_learn_on_the_embedded_python_broker(tmp_path, cli):
         (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "replay_ratio=-1"],
          "replay_ratio"),
         (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "nokey"], "KEY=VALUE"),
+        (["learn", "--config", "examples/cartpole_dqn.yaml", "--run", "a/b"], "run name"),
         (["actor", "--board", "nosuchboard", "--broker", "mqtt://127.0.0.1:1", "--env",
           "CartPole-v1", "--id", "a", "KEY"], "known boards"),
         (["actor", "--board", "rpi4", "--broker", "http://x", "--env", "CartPole-v1",
@@ -139,7 +140,7 @@ def test_learn_on_the_embedded_python_broker(tmp_path, cli):
         (["actor", "--board", "rpi4", "--broker", "mqtt://127.0.0.1:1", "--env",
           "CartPole-v1", "--id", "a"], "public key"),
     ],
-    ids=["unknown key", "bad value", "bad --set", "unknown board", "bad url", "bad id",
+    ids=["unknown key", "bad value", "bad --set", "bad --run", "unknown board", "bad url", "bad id",
          "no policy key"],
 )  # fmt: skip
 def test_bad_input_gets_a_clear_error(args, message, cli, policy_keys):
