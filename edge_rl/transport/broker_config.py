@@ -62,18 +62,22 @@ class BrokerAccounts:
 def acl_lines(accounts: BrokerAccounts) -> list[str]:
     """Mosquitto ACL of one run: see the module's docstring and docs/security.md."""
     base = Topics(accounts.root, accounts.run).base
-    return [
+    lines = [
         f"user {accounts.learner}",
         f"topic write {base}/policy",
         f"topic write {base}/control",
         f"topic read {base}/#",
         "topic read $SYS/#",
-        "",
-        "# every other user: an actor whose username is its actor id",
-        f"pattern write {base}/actors/%u/#",
-        f"pattern read {base}/policy",
-        f"pattern read {base}/control",
     ]
+    for actor in accounts.actors:  # each by name: the run's accounts are known (host/acl: %u)
+        lines += [
+            "",
+            f"user {actor}",
+            f"topic write {base}/actors/{actor}/#",
+            f"topic read {base}/policy",
+            f"topic read {base}/control",
+        ]
+    return lines
 
 
 def hash_password_file(plain: Path) -> None:
