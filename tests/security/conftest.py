@@ -28,14 +28,19 @@ WAIT_S = 5.0
 
 
 class Mosquitto:
-    """``mosquitto -c`` on a config written from ``lines`` (a listener on 127.0.0.1 first)."""
+    """``mosquitto -c`` on a config written from ``lines``: a listener on 127.0.0.1 first,
+    unless the lines have their own with ``{PORT}`` in it (replaced by a free port)."""
 
     def __init__(self, workdir: Path, lines: list[str], *, tls: bool = False) -> None:
         self.port = free_port()
         self.host = "127.0.0.1"
         self.tls = tls
-        listener = [f"listener {self.port} {self.host}"]
-        own = ["log_dest stderr", "log_type all", "persistence false"]
+        own_listener = any("{PORT}" in line for line in lines)
+        lines = [line.replace("{PORT}", str(self.port)) for line in lines]
+        listener = [] if own_listener else [f"listener {self.port} {self.host}"]
+        own = ["log_dest stderr", "log_type all"]
+        if not any(line.startswith("persistence") for line in lines):
+            own.append("persistence false")
         if os.geteuid() == 0:  # otherwise Mosquitto switches to user "mosquitto"
             own.append(f"user {pwd.getpwuid(os.geteuid()).pw_name}")
         self.conf = workdir / f"mosquitto-{self.port}.conf"
