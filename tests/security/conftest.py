@@ -11,6 +11,7 @@ import os
 import pwd
 import queue
 import re
+import shutil
 import ssl
 import subprocess
 import threading
@@ -86,6 +87,34 @@ def mosquitto_with(mosquitto_available, tmp_path) -> Iterator:
     yield start
     for broker in started:
         broker.stop()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def shipped_config(tmp_path):
+    """``make(creds, certificates) -> lines``: host/mosquitto.conf with host/acl and the
+    broker files of ``edge-rl credentials`` installed in a temp dir, on a loopback port.
+    ``certificates``: the client-certificate alternative its comments describe."""
+
+    def make(creds: Path, *, certificates: bool) -> list[str]:
+        installed = tmp_path / "etc"
+        shutil.copytree(creds / "broker", installed)
+        shutil.copy(REPO / "host" / "acl", installed / "acl")
+        (tmp_path / "persist").mkdir()
+        text = (REPO / "host" / "mosquitto.conf").read_text()
+        assert "listener 8883\n" in text and "/etc/mosquitto/edge-rl/" in text
+        text = text.replace("listener 8883\n", "listener {PORT} 127.0.0.1\n")
+        text = text.replace("/etc/mosquitto/edge-rl/", f"{installed}/")
+        text = text.replace("/var/lib/mosquitto/", f"{tmp_path / 'persist'}/")
+        if certificates:
+            for key in ("require_certificate", "use_identity_as_username"):
+                assert f"{key} false\n" in text
+                text = text.replace(f"{key} false\n", f"{key} true\n")
+        return text.splitlines()
+
+    return make
 
 
 class Client:

@@ -5,7 +5,6 @@ shipped host/mosquitto.conf itself (paths pointed at the test's files, on loopba
 from __future__ import annotations
 
 import queue
-import shutil
 import ssl
 from pathlib import Path
 
@@ -131,25 +130,8 @@ def test_mqtts_end_to_end_with_client_certificates(cert_broker, creds) -> None:
     _end_to_end(cert_broker.url, creds)
 
 
-def _shipped_config(creds: Path, tmp_path: Path, *, certificates: bool) -> list[str]:
-    """host/mosquitto.conf with its paths moved to the test's files and a loopback port."""
-    installed = tmp_path / "etc"
-    shutil.copytree(creds / "broker", installed)
-    shutil.copy(REPO / "host" / "acl", installed / "acl")
-    (tmp_path / "persist").mkdir()
-    text = (REPO / "host" / "mosquitto.conf").read_text()
-    assert "listener 8883\n" in text and "/etc/mosquitto/edge-rl/" in text
-    text = text.replace("listener 8883\n", "listener {PORT} 127.0.0.1\n")
-    text = text.replace("/etc/mosquitto/edge-rl/", f"{installed}/")
-    text = text.replace("/var/lib/mosquitto/", f"{tmp_path / 'persist'}/")
-    if certificates:  # the alternative the file's comments describe
-        text = text.replace("require_certificate false", "require_certificate true")
-        text = text.replace("use_identity_as_username false", "use_identity_as_username true")
-    return text.splitlines()
-
-
-def test_shipped_config_with_passwords(mosquitto_with, creds, tmp_path, clients) -> None:
-    broker = mosquitto_with(_shipped_config(creds, tmp_path, certificates=False), tls=True)
+def test_shipped_config_with_passwords(mosquitto_with, creds, shipped_config, clients) -> None:
+    broker = mosquitto_with(shipped_config(creds, certificates=False), tls=True)
     tls = context(creds / "ca.crt")
     assert clients(broker, tls=tls).first_outcome().startswith("refused")  # anonymous
     wrong = clients(broker, tls=context(creds / "ca.crt"), username="pi-01", password="guess")
@@ -157,8 +139,8 @@ def test_shipped_config_with_passwords(mosquitto_with, creds, tmp_path, clients)
     _end_to_end(broker.url, creds)  # CA + password (the client certificate is not required)
 
 
-def test_shipped_config_with_certificates(mosquitto_with, creds, tmp_path, clients) -> None:
-    broker = mosquitto_with(_shipped_config(creds, tmp_path, certificates=True), tls=True)
+def test_shipped_config_with_certificates(mosquitto_with, creds, shipped_config, clients):
+    broker = mosquitto_with(shipped_config(creds, certificates=True), tls=True)
     outcome = clients(
         broker,
         tls=context(creds / "ca.crt"),
@@ -169,4 +151,7 @@ def test_shipped_config_with_certificates(mosquitto_with, creds, tmp_path, clien
     identity = creds / "boards" / "pi-01"
     no_password = clients(broker, tls=context(creds / "ca.crt", identity))
     assert no_password.first_outcome() == "connected"  # the certificate is the identity
+    # Its client id is now "pi-01" (use_username_as_clientid): a second pi-01 would take
+    # over its session, and paho's reconnect would take it back, over and over.
+    no_password.close()
     _end_to_end(broker.url, creds)
