@@ -16,10 +16,11 @@ from pathlib import Path
 
 import click
 
-from edge_rl.cli_common import auth_from_options, auth_options
+from edge_rl.cli_common import auth_from_options, auth_options, complete
 from edge_rl.cli_common import setup_logging as _setup_logging
 from edge_rl.cli_credentials import credentials
 from edge_rl.cli_fleet import fleet
+from edge_rl.transport.broker import BrokerError  # standard library only
 
 log = logging.getLogger("edge_rl")
 
@@ -91,6 +92,7 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     auth = cfg.transport.auth.merged(auth_from_options(auth_opts, "learner"))
     if broker is None and not auth.empty:
         raise click.ClickException("credentials are for --broker: the embedded one makes its own")
+    auth = complete(auth, "learner")
     run_dir = Path(
         out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
@@ -113,6 +115,8 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: no summary.json (click would say "Aborted!")
         click.echo(f"\ninterrupted: no summary; logs and metrics so far in {run_dir}", err=True)
         sys.exit(130)
+    except BrokerError as e:  # no broker to be had: a clear error, not a traceback
+        raise click.ClickException(str(e)) from None
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:  # the full summary stays in summary.json
@@ -202,9 +206,7 @@ def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, 
     _setup_logging(ctx.obj["verbose"])
     try:
         board_cfg = load_board(board_file(board))
-        auth = board_cfg.auth.merged(auth_from_options(auth_opts, actor_id))
-        if auth.has_password and auth.username is None:  # the broker's ACL keys on the id
-            auth = dataclasses.replace(auth, username=actor_id)
+        auth = complete(board_cfg.auth.merged(auth_from_options(auth_opts, actor_id)), actor_id)
         if auth.username not in (None, actor_id):
             log.warning("username %r is not the actor id %r: the ACL of host/acl refuses "
                         "this actor's publishes", auth.username, actor_id)  # fmt: skip

@@ -7,6 +7,7 @@ Secrets never go on the command line (``ps`` shows it): a password comes from a 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import sys
@@ -69,7 +70,8 @@ def auth_options(credentials_help: str):
 
 def auth_from_options(auth_opts, identity: str | None = None) -> BrokerAuth:
     """A ``BrokerAuth`` from the options: ``--credentials`` first (one identity's directory,
-    username ``identity``), the single options over it. Bad input is a ``ClickException``."""
+    username ``identity``), the single options over it. Bad input is a ``ClickException``.
+    Merge it over a config's, then ``complete`` it."""
     values, directory = auth_opts
     try:
         base = BrokerAuth()
@@ -80,3 +82,16 @@ def auth_from_options(auth_opts, identity: str | None = None) -> BrokerAuth:
         return base.merged(BrokerAuth(**values))
     except AuthError as e:
         raise click.ClickException(str(e)) from None
+
+
+def complete(auth: BrokerAuth, identity: str) -> BrokerAuth:
+    """With a password and no username, the username is ``identity`` (the ACL keys on it);
+    then checked (files there and private, password readable): a ``ClickException`` now
+    rather than a failure at connect."""
+    if auth.has_password and auth.username is None:
+        auth = dataclasses.replace(auth, username=identity)
+    try:
+        auth.check()
+    except AuthError as e:
+        raise click.ClickException(str(e)) from None
+    return auth

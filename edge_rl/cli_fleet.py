@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from edge_rl.cli_common import auth_from_options, auth_options, setup_logging
+from edge_rl.cli_common import auth_from_options, auth_options, complete, setup_logging
 
 
 @click.command()
@@ -34,8 +34,8 @@ def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix, au
     values, creds = auth_opts
     # Built (and checked: a missing directory or file is an error) before any actor starts.
     auths = {
-        actor_id: auth_from_options((values, Path(creds) / "boards" / actor_id if creds else None),
-                                    actor_id)
+        actor_id: complete(auth_from_options(
+            (values, Path(creds) / "boards" / actor_id if creds else None), actor_id), actor_id)
         for actor_id in fleet_ids(n, id_prefix)
     }  # fmt: skip
     try:

@@ -115,6 +115,11 @@ class BrokerAuth:
         if self.key_file is not None:
             check_private(self.key_file, "client key")
 
+    def check(self) -> None:
+        """Every file there and private, the password readable: fail now, not at connect."""
+        self.check_files()
+        self.password()
+
     def argv(self) -> list[str]:
         """The ``edge-rl actor`` options that give a child process these credentials."""
         flags = {"ca_file": "--ca-file", "cert_file": "--cert", "key_file": "--key",

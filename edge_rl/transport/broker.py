@@ -232,7 +232,11 @@ class EmbeddedBroker:
     def _mosquitto_argv(self, workdir: Path) -> list[str]:
         assert self._mosquitto is not None
         conf = workdir / "mosquitto.conf"
-        conf.write_text(mosquitto_conf(self.host, self.port, self.max_packet_size, self._store))
+        try:  # authenticated: writes the accounts' files once (needs mosquitto_passwd)
+            text = mosquitto_conf(self.host, self.port, self.max_packet_size, self._store)
+        except (FileNotFoundError, RuntimeError) as e:
+            raise BrokerError(f"cannot make the broker's password file: {e}") from None
+        conf.write_text(text)
         self.config_path = conf
         return [self._mosquitto, "-c", str(conf)]
 

@@ -81,3 +81,14 @@ def test_fleet_refuses_a_missing_credentials_directory(cli, tmp_path) -> None:
                  "--credentials", str(tmp_path / "nope"), timeout=60)  # fmt: skip
     assert result.returncode != 0
     assert "not found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_learn_refuses_a_readable_password_file_before_it_starts(cli, tmp_path) -> None:
+    password = tmp_path / "password"
+    password.write_text("s3cret\n")
+    os.chmod(password, 0o640)
+    result = cli("learn", "--config", str(CONFIG), "--out", str(tmp_path / "r"), "--broker",
+                 "mqtts://127.0.0.1:1", "--password-file", str(password), timeout=60)  # fmt: skip
+    assert result.returncode != 0
+    assert "chmod 600" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "r").exists()  # refused before anything was started or written
