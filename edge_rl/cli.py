@@ -92,7 +92,7 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     auth = cfg.transport.auth.merged(auth_from_options(auth_opts, "learner"))
     if broker is None and not auth.empty:
         raise click.ClickException("credentials are for --broker: the embedded one makes its own")
-    auth = complete(auth, "learner")
+    auth = complete(auth, "learner", broker)
     run_dir = Path(
         out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
@@ -206,7 +206,8 @@ def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, 
     _setup_logging(ctx.obj["verbose"])
     try:
         board_cfg = load_board(board_file(board))
-        auth = complete(board_cfg.auth.merged(auth_from_options(auth_opts, actor_id)), actor_id)
+        auth = board_cfg.auth.merged(auth_from_options(auth_opts, actor_id))
+        auth = complete(auth, actor_id, broker)
         if auth.username not in (None, actor_id):
             log.warning("username %r is not the actor id %r: the ACL of host/acl refuses "
                         "this actor's publishes", auth.username, actor_id)  # fmt: skip

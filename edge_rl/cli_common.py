@@ -84,14 +84,14 @@ def auth_from_options(auth_opts, identity: str | None = None) -> BrokerAuth:
         raise click.ClickException(str(e)) from None
 
 
-def complete(auth: BrokerAuth, identity: str) -> BrokerAuth:
+def complete(auth: BrokerAuth, identity: str, url: str | None) -> BrokerAuth:
     """With a password and no username, the username is ``identity`` (the ACL keys on it);
-    then checked (files there and private, password readable): a ``ClickException`` now
-    rather than a failure at connect."""
+    then checked against the broker ``url`` (files there and private, password readable):
+    a ``ClickException`` now rather than a failure at connect."""
     if auth.has_password and auth.username is None:
         auth = dataclasses.replace(auth, username=identity)
     try:
-        auth.check()
-    except AuthError as e:
+        auth.check(url)
+    except ValueError as e:  # AuthError, or a bad URL
         raise click.ClickException(str(e)) from None
     return auth

@@ -21,7 +21,10 @@ def credentials(directory, actors, tls, server_names, passwords, days) -> None:
     certificates (common name = actor id), the broker's certificate, and/or password files
     (one per board, 0600) with the broker's hashed password file. Existing keys and
     passwords are never overwritten; run again with new ids to add boards."""
-    from edge_rl.credentials import make_credentials
+    try:
+        from edge_rl.credentials import make_credentials
+    except ImportError as e:  # a board's edge-rl[edge] has no cryptography
+        raise click.ClickException(f"{e}: run this on the learner host (edge-rl[host])") from None
 
     ids = [a.strip() for a in actors.split(",") if a.strip()]
     try:

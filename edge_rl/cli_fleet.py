@@ -26,18 +26,18 @@ def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix, au
     """Start N simulated actors (real processes) against a broker; Ctrl-C stops them.
 
     With --credentials DIR each actor logs in as itself (DIR/boards/<id>: its certificate,
-    password and CA); the other credentials options apply to every actor alike.
+    password and CA); the other credentials options apply to every actor alike (a username
+    given there is shared: a broker with use_username_as_clientid lets one connect at a time).
     """
     from edge_rl.fleet.fleet import Fleet, board_file, fleet_ids
 
     setup_logging(ctx.obj["verbose"])
     values, creds = auth_opts
     # Built (and checked: a missing directory or file is an error) before any actor starts.
-    auths = {
-        actor_id: complete(auth_from_options(
-            (values, Path(creds) / "boards" / actor_id if creds else None), actor_id), actor_id)
-        for actor_id in fleet_ids(n, id_prefix)
-    }  # fmt: skip
+    auths = {}
+    for actor_id in fleet_ids(n, id_prefix):
+        own = Path(creds) / "boards" / actor_id if creds else None
+        auths[actor_id] = complete(auth_from_options((values, own), actor_id), actor_id, broker)
     try:
         f = Fleet(n, board_file(board), broker, env_id, run=run, root=root, seed=seed,
                   log_dir=Path(log_dir) if log_dir else None, id_prefix=id_prefix,

@@ -19,8 +19,8 @@ import stat
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-# The variable `edge-rl learn|actor|fleet` read a password from when no file is given.
-PASSWORD_ENV = "EDGE_RL_MQTT_PASSWORD"
+from edge_rl.transport.address import parse_broker_address
+
 _MAX_PASSWORD_BYTES = 65_535  # MQTT's limit on the password field
 
 
@@ -115,10 +115,20 @@ class BrokerAuth:
         if self.key_file is not None:
             check_private(self.key_file, "client key")
 
-    def check(self) -> None:
-        """Every file there and private, the password readable: fail now, not at connect."""
+    def check(self, url: str | None = None) -> None:
+        """Every file there and private, the password readable, TLS files only with an
+        ``mqtts://`` ``url``: fail now, not at connect."""
+        if url is not None:
+            self.check_url(url)
         self.check_files()
         self.password()
+
+    def check_url(self, url: str) -> bool:
+        """Whether ``url`` is TLS; ``AuthError`` for TLS files with a plain ``mqtt://`` one."""
+        tls = parse_broker_address(url).tls
+        if self.tls_files and not tls:
+            raise AuthError(f"a CA file or client certificate needs an mqtts:// URL, not {url!r}")
+        return tls
 
     def argv(self) -> list[str]:
         """The ``edge-rl actor`` options that give a child process these credentials."""

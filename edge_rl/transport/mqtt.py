@@ -56,8 +56,7 @@ class MqttTransport:
     ) -> None:
         self.host, self.port, self.tls = parse_broker_address(url)
         self.auth = auth or BrokerAuth()
-        if self.auth.tls_files and not self.tls:
-            raise AuthError(f"a CA file or client certificate needs an mqtts:// URL, not {url!r}")
+        self.auth.check_url(url)
         self.url, self.client_id = url, client_id
         self._subscriptions = list(subscriptions)
         self._handler = on_message

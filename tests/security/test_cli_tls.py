@@ -92,3 +92,12 @@ def test_learn_refuses_a_readable_password_file_before_it_starts(cli, tmp_path) 
     assert result.returncode != 0
     assert "chmod 600" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "r").exists()  # refused before anything was started or written
+
+
+def test_learn_refuses_tls_files_with_a_plain_url(cli, tmp_path) -> None:
+    ca = tmp_path / "ca.crt"
+    ca.write_text("x")
+    result = cli("learn", "--config", str(CONFIG), "--out", str(tmp_path / "r"), "--broker",
+                 "mqtt://127.0.0.1:1", "--ca-file", str(ca), timeout=60)  # fmt: skip
+    assert result.returncode != 0
+    assert "needs an mqtts:// URL" in result.stderr and "Traceback" not in result.stderr

@@ -115,6 +115,10 @@ def _end_to_end(url: str, creds: Path) -> None:
     pi01 = _transport(url, creds / "boards" / "pi-01", "pi-01")
     try:
         assert learner.wait_connected(WAIT_S) and pi01.wait_connected(WAIT_S)
+        # Connected is not subscribed yet (the SUBSCRIBE goes out on connect): the learner's
+        # own publish coming back shows its subscription is in place.
+        assert learner.publish(RUN.control, b"ready", wait=WAIT_S)
+        assert _until(inbox, b"ready") == [b"ready"]
         assert pi01.publish(RUN.transitions("pi-02"), b"forged", wait=WAIT_S)
         assert pi01.publish(RUN.policy, b"evil policy", wait=WAIT_S)
         assert pi01.publish(RUN.transitions("pi-01"), b"own batch", wait=WAIT_S)
