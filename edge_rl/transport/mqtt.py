@@ -69,6 +69,7 @@ class MqttTransport:
         self.connects = 0
         self.refusals = 0  # CONNACKs that refused us (bad credentials, not authorised)
         self.connect_failures = 0  # no CONNACK at all: network, or the TLS handshake failed
+        self._refused = False  # this attempt's CONNACK refused us (network thread only)
         self._client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2,
             client_id=client_id,
@@ -143,6 +144,7 @@ class MqttTransport:
         try:
             if reason_code.is_failure:
                 self.refusals += 1
+                self._refused = True
                 if self.refusals == 1:
                     who = f"user {self.auth.username!r}" if self.auth.username else "anonymous"
                     log.warning(
@@ -162,17 +164,30 @@ class MqttTransport:
             log.exception("%s: error in on_connect", self.client_id)
 
     def _on_connect_fail(self, client, userdata) -> None:
+        self._attempt_failed()
+
+    def _attempt_failed(self) -> None:
+        """No CONNACK: unreachable, or the TLS handshake failed or was cut (TLS 1.3 refuses a
+        client certificate after the handshake). Logged once; paho retries with back-off."""
         self.connect_failures += 1
         if self.connect_failures == 1:
-            tls = " or the TLS handshake failed (CA, certificate, host name)" if self.tls else ""
+            tls = ", or TLS failed (CA, client certificate, host name)" if self.tls else ""
             log.warning(
                 "%s: cannot connect to %s: unreachable%s; retrying", self.client_id, self.url, tls
             )
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        was_connected = self._connected.is_set()
         self._connected.clear()
-        if reason_code != 0:
+        if reason_code == 0:
+            return
+        if was_connected:
             log.warning("%s: disconnected (%s); reconnecting", self.client_id, reason_code)
+        elif self._refused:  # logged in _on_connect
+            log.debug("%s: closed after a refusal (%s)", self.client_id, reason_code)
+        else:  # closed before any CONNACK
+            self._attempt_failed()
+        self._refused = False
 
     def _on_message(self, client, userdata, message) -> None:
         try:

@@ -159,3 +159,17 @@ def test_shipped_config_with_certificates(mosquitto_with, creds, shipped_config,
     # over its session, and paho's reconnect would take it back, over and over.
     no_password.close()
     _end_to_end(broker.url, creds)
+
+
+def test_mqtt_transport_without_certificate_is_refused_and_says_so(cert_broker, creds, caplog):
+    transport = MqttTransport(cert_broker.url, "actor-pi-01",
+                              auth=BrokerAuth(ca_file=str(creds / "ca.crt")))  # fmt: skip
+    with caplog.at_level("WARNING", logger="edge_rl.transport.mqtt"):
+        transport.start()
+        try:
+            assert not transport.wait_connected(2.0)
+        finally:
+            transport.stop()
+    assert transport.connect_failures >= 1 and transport.connects == 0
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "TLS failed" in warnings[0], warnings  # once, not per retry
