@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from edge_rl.transport.auth import write_private
+from edge_rl.transport.auth import check_private, write_private
 from edge_rl.transport.broker_config import check_username, hash_password_file
 from edge_rl.transport.executables import find_mosquitto_passwd
 
@@ -123,6 +123,7 @@ class CA:
 
     @classmethod
     def load(cls, directory: Path) -> CA:
+        check_private(directory / "ca.key", "CA key")
         key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
             raise ValueError(f"{directory / 'ca.key'} is not an EC key made by edge-rl")
