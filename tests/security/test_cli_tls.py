@@ -47,9 +47,13 @@ def test_learn_and_fleet_over_tls_with_passwords(
         assert fleet.wait(timeout=60) == 0, (tmp_path / "fleet.out").read_text()[-4000:]
     finally:
         for p in (learner, fleet):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            if p.poll() is None:  # SIGTERM first: each stops its children itself
+                p.terminate()
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["transitions_received"] >= 1200
     assert set(summary["actors"]) == {"pi-00", "pi-01"}

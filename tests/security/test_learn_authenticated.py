@@ -97,9 +97,13 @@ def test_default_run_is_authenticated_and_completes(
 
         proc.wait(timeout=240)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # SIGTERM first: the learner removes its broker's credentials
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         out.close()
         err.close()
     assert proc.returncode == 0, (tmp_path / "stderr").read_text()[-4000:]
