@@ -1,4 +1,4 @@
-"""``edge-rl``: learn | actor | fleet, and eval | report | keygen (cli_tools.py).
+"""``edge-rl``: learn | actor | fleet | credentials, and eval | report | keygen (cli_tools.py).
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -6,6 +6,7 @@ TensorFlow (the learner's parts are imported by ``learn`` only).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -16,23 +17,11 @@ from pathlib import Path
 import click
 
 from edge_rl import cli_tools
+from edge_rl.cli_common import auth_from_options, auth_options, complete
+from edge_rl.cli_common import setup_logging as _setup_logging
+from edge_rl.transport.broker import BrokerError  # standard library only
 
 log = logging.getLogger("edge_rl")
-
-
-def _setup_logging(
-    verbose: bool, file: Path | None = None, terminal: logging.Handler | None = None
-) -> None:
-    """Records to stderr (or the ``terminal`` handler given) and, with ``file``, to it."""
-    handlers: list[logging.Handler] = [terminal or logging.StreamHandler(sys.stderr)]
-    if file is not None:
-        handlers.append(logging.FileHandler(file))
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
 
 
 def _parse_sets(sets: tuple[str, ...]) -> dict:
@@ -62,7 +51,7 @@ def main(ctx: click.Context, verbose: bool) -> None:
 @click.option(
     "--out", type=click.Path(file_okay=False), help="Run directory (default runs/<name>)."
 )
-@click.option("--broker", help="mqtt://HOST:PORT of an existing broker (default: embedded).")
+@click.option("--broker", help="mqtt[s]://HOST:PORT of an existing broker (default: embedded).")
 @click.option(
     "--embedded-broker",
     type=click.Choice(["auto", "mosquitto", "amqtt"]),
@@ -81,9 +70,10 @@ def main(ctx: click.Context, verbose: bool) -> None:
     help="Policy signing key (PEM; made if missing). Default: RUN_DIR/signing.key.",
 )
 @click.option("--json", "as_json", is_flag=True, help="End by printing summary.json in full.")
+@auth_options("The learner's directory of `edge-rl credentials` (DIR/learner).")
 @click.pass_context
 def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, run_name, sets,
-          signing_key, as_json):  # fmt: skip
+          signing_key, as_json, auth_opts):  # fmt: skip
     """Train: a learner, an embedded broker unless --broker, and a simulated fleet."""
     started = time.monotonic()
     import os
@@ -108,6 +98,10 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
         cfg = load_run_config(config_path, overrides)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
+    auth = cfg.transport.auth.merged(auth_from_options(auth_opts, "learner"))
+    if broker is None and not auth.empty:
+        raise click.ClickException("credentials are for --broker: the embedded one makes its own")
+    auth = complete(auth, "learner", broker)
     run_dir = Path(
         out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
@@ -119,8 +113,6 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     terminal = CurrentStderrHandler()
     terminal.setLevel(logging.WARNING if claim_terminal(run_dir / "learner.log") else 0)
     _setup_logging(ctx.obj["verbose"], run_dir / "learner.log", terminal)
-    import dataclasses
-
     (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
     # SIGTERM (kill, systemd, a CI timeout) ends a run as Ctrl-C does: the actors are told to
     # stop, then the fleet's processes and the embedded broker are shut down, not orphaned.
@@ -128,10 +120,12 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        summary = _learn(cfg, run_dir, broker, embedded_broker)
+        summary = _learn(cfg, run_dir, broker, embedded_broker, auth)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: no summary.json (click would say "Aborted!")
         click.echo(f"\ninterrupted: no summary; logs and metrics so far in {run_dir}", err=True)
         sys.exit(130)
+    except BrokerError as e:  # no broker to be had: a clear error, not a traceback
+        raise click.ClickException(str(e)) from None
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:  # the full summary stays in summary.json
@@ -150,13 +144,15 @@ def _plain(x):
     return x
 
 
-def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") -> dict:
+def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto", auth=None) -> dict:
+    """``auth``: the learner's credentials for ``broker``; an embedded broker makes a run's own."""
     from contextlib import ExitStack
 
-    from edge_rl.fleet.fleet import Fleet, board_file
+    from edge_rl.fleet.fleet import Fleet, board_file, fleet_ids
     from edge_rl.nodes.learner_node import LearnerNode
     from edge_rl.telemetry.progress import LiveView
     from edge_rl.transport.broker import EmbeddedBroker
+    from edge_rl.transport.broker_config import BrokerAccounts
     from edge_rl.transport.mqtt import mqtt_connect
     from edge_rl.transport.signing import Signer
 
@@ -168,17 +164,24 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
     public_key = run_dir / "signing.pub"  # what the simulated fleet verifies with
     signer.write_public(public_key)
     log.info("policies signed by key %s (%s); public key %s", signer.key_id.hex(), key, public_key)
+    actor_auth = None
     with ExitStack() as stack:
-        if broker is None:
+        if broker is None:  # loopback only; a password per actor and the learner, an ACL
+            accounts = BrokerAccounts(
+                fleet_ids(cfg.fleet.actors), root=cfg.transport.root, run=cfg.run
+            )
             embedded = stack.enter_context(
                 EmbeddedBroker(
                     kind=embedded_kind,
                     log_dir=run_dir,
                     max_packet_size=cfg.transport.max_packet_bytes,
+                    accounts=accounts,
                 )
             )
-            broker = embedded.url
-            log.info("embedded %s broker on %s", embedded.kind, broker)
+            broker, auth, actor_auth = embedded.url, embedded.auth("learner"), embedded.auth
+            how = f"authenticated, config {embedded.config_path}" if embedded.authenticated else (
+                "UNAUTHENTICATED, loopback only")  # fmt: skip
+            log.info("embedded %s broker on %s (%s)", embedded.kind, broker, how)
         fleet = None
         if cfg.fleet.actors > 0:
             fleet = Fleet(
@@ -191,19 +194,19 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
                 root=cfg.transport.root,
                 seed=cfg.seed,
                 log_dir=run_dir / "fleet",
+                auth=actor_auth,
             )
             stack.enter_context(fleet)
         view = stack.enter_context(LiveView(cfg.total_env_steps))
         alive = fleet.alive if fleet else None
-        node = LearnerNode(
-            cfg, mqtt_connect(broker), run_dir, signer=signer, fleet_alive=alive, view=view
-        )
+        connect = mqtt_connect(broker, auth)
+        node = LearnerNode(cfg, connect, run_dir, signer=signer, fleet_alive=alive, view=view)
         return node.run()
 
 
 @main.command()
 @click.option("--board", required=True, help="Board file, or a name in firmware_configs/.")
-@click.option("--broker", required=True, help="mqtt://HOST:PORT")
+@click.option("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
 @click.option("--env", "env_id", required=True, help="Gymnasium id or package.module:callable.")
 @click.option("--id", "actor_id", required=True, help="This actor's id (one topic level).")
 @click.option("--run", default="default", show_default=True, help="Run name (topic level).")
@@ -215,18 +218,26 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto") 
     type=click.Path(exists=True, dir_okay=False),
     help="The learner's public key (PEM); default: the board file's policy_public_key.",
 )
+@auth_options("This board's directory of `edge-rl credentials` (DIR/boards/ID).")
 @click.pass_context
-def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, policy_key):
+def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, policy_key,
+          auth_opts) -> None:  # fmt: skip
     """Run one actor: LiteRT policy, on-device exploration, transitions to the learner."""
     from edge_rl.edge.board import load_board
     from edge_rl.fleet.fleet import board_file
     from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+    from edge_rl.transport.mqtt import mqtt_connect
 
     _setup_logging(ctx.obj["verbose"])
     try:
         board_cfg = load_board(board_file(board))
+        auth = board_cfg.auth.merged(auth_from_options(auth_opts, actor_id))
+        auth = complete(auth, actor_id, broker)
+        if auth.username not in (None, actor_id):
+            log.warning("username %r is not the actor id %r: the ACL of host/acl refuses "
+                        "this actor's publishes", auth.username, actor_id)  # fmt: skip
         opts = ActorOptions(actor_id, env_id, broker, root, run, seed, max_env_steps, policy_key)
-        node = ActorNode(board_cfg, opts)
+        node = ActorNode(board_cfg, opts, connect=mqtt_connect(broker, auth))
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     # SIGTERM (systemd, the fleet) stops like the learner's "stopped": flush, say goodbye.
@@ -235,40 +246,6 @@ def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, 
         node.run()
     except KeyboardInterrupt:
         pass
-
-
-@main.command()
-@click.option("--broker", required=True, help="mqtt://HOST:PORT")
-@click.option("--env", "env_id", required=True)
-@click.option("-n", "n", type=int, default=4, show_default=True, help="Number of actors.")
-@click.option("--board", default="rpi4", show_default=True)
-@click.option("--run", default="default", show_default=True)
-@click.option("--root", default="edge-rl", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--log-dir", type=click.Path(file_okay=False), help="One log file per actor.")
-@click.option("--id-prefix", default="sim", show_default=True, help="Actor ids: PREFIX-00, ...")
-@click.option(
-    "--policy-key",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="The learner's public key (PEM), e.g. RUN_DIR/signing.pub.",
-)
-@click.pass_context
-def fleet(ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix, policy_key):
-    """Start N simulated actors (real processes) against a broker; Ctrl-C stops them."""
-    from edge_rl.fleet.fleet import Fleet, board_file
-
-    _setup_logging(ctx.obj["verbose"])
-    f = Fleet(n, board_file(board), broker, env_id, policy_key=Path(policy_key), run=run,
-              root=root, seed=seed, log_dir=Path(log_dir) if log_dir else None,
-              id_prefix=id_prefix)  # fmt: skip
-    with f:
-        try:
-            while f.alive():
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            click.echo("stopping the fleet")
-    click.echo(f"exit codes: {f.exit_codes()}")
 
 
 main.add_command(cli_tools.eval_)

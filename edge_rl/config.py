@@ -15,6 +15,7 @@ import yaml
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
+from edge_rl.transport.auth import BrokerAuth  # standard library only
 from edge_rl.transport.topics import check_name  # pure: no MQTT
 
 MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
@@ -45,6 +46,11 @@ class TransportConfig:
     # ~1.9 MB (a 3x2048 MLP: 8.5 MB int8, 34 MB fp32); an external broker needs the same
     # max_packet_size (host/mosquitto.conf), and each board its max_policy_bytes.
     max_packet_bytes: int = 2_000_000
+    # The learner's credentials for an external broker (--broker; the embedded one makes its
+    # own): ca_file, cert_file, key_file, username, password_file (mode 0600) or password_env
+    # (a variable's name). Paths and names only: a password never goes in a config.
+    # `edge-rl learn --ca-file/--cert/--key/--username/--password-file` override each field.
+    auth: BrokerAuth = field(default_factory=BrokerAuth)
 
     def __post_init__(self) -> None:
         if self.max_payload_bytes < 1024 or self.ingest_queue < 1:

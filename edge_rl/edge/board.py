@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import dacite
 import yaml
+
+from edge_rl.transport.auth import BrokerAuth
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,10 @@ class BoardConfig:
     policy_public_key: str | None = None
     emulation: Emulation = field(default_factory=Emulation)
     power: Power | None = None  # no figures: the fleet's energy leaves this board out
+    # How the board logs in to the broker (transport/auth.py): ca_file, cert_file, key_file,
+    # username (default: the actor id), password_file or password_env. Relative paths are
+    # taken from the board file's directory. `edge-rl actor` options override each field.
+    auth: BrokerAuth = field(default_factory=BrokerAuth)
 
     def __post_init__(self) -> None:
         if self.runtime not in ("ai_edge_litert", "tflite_runtime"):
@@ -88,6 +94,7 @@ def load_board(path: str | Path) -> BoardConfig:
         raise FileNotFoundError(f"board file {path} not found; known boards: {known}")
     data = yaml.safe_load(path.read_text()) or {}
     try:
-        return dacite.from_dict(BoardConfig, data, config=dacite.Config(strict=True))
-    except dacite.DaciteError as e:
+        board = dacite.from_dict(BoardConfig, data, config=dacite.Config(strict=True))
+    except (dacite.DaciteError, ValueError) as e:
         raise ValueError(f"{path}: {e}") from None
+    return replace(board, auth=board.auth.relative_to(path.parent))

@@ -7,6 +7,9 @@
 Each member is the same code path a real board runs; only the board file's emulation
 section (a compute slow-down) makes this host behave like that board. Members get SIGTERM
 when the process that started them dies, however it died (Linux; ``die_with_parent``).
+
+``auth(actor_id)`` gives each member its broker credentials (transport/auth.py): paths and
+names on its command line, never a password (that stays in its file or variable).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from edge_rl.transport.broker import die_with_parent
+from edge_rl.transport.auth import BrokerAuth
+from edge_rl.transport.executables import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,11 @@ def board_file(board: str) -> Path:
     if p.suffix in (".yaml", ".yml"):
         return p
     return FIRMWARE_DIR / f"{board}.yaml"
+
+
+def fleet_ids(n: int, prefix: str = "sim") -> list[str]:
+    """The actor ids of a simulated fleet: ``sim-00``, ``sim-01``, ..."""
+    return [f"{prefix}-{i:02d}" for i in range(n)]
 
 
 class Fleet:
@@ -48,6 +58,7 @@ class Fleet:
         log_dir: Path | None = None,
         id_prefix: str = "sim",
         extra_args: tuple[str, ...] = (),
+        auth: Callable[[str], BrokerAuth | None] | None = None,
     ) -> None:
         if n < 1:
             raise ValueError("a fleet needs at least one actor")
@@ -57,11 +68,12 @@ class Fleet:
         self.policy_key = policy_key
         self.run, self.root, self.seed = run, root, seed
         self.log_dir, self.id_prefix, self.extra_args = log_dir, id_prefix, extra_args
+        self.auth = auth
         self.procs: list[subprocess.Popen] = []
         self._logs: list = []
 
     def actor_ids(self) -> list[str]:
-        return [f"{self.id_prefix}-{i:02d}" for i in range(self.n)]
+        return fleet_ids(self.n, self.id_prefix)
 
     def start(self) -> Fleet:
         if self.log_dir is not None:
@@ -75,6 +87,9 @@ class Fleet:
                 "--policy-key", str(self.policy_key),
                 "--seed", str(self.seed + 1000 * (i + 1)), *self.extra_args,
             ]  # fmt: skip
+            auth = self.auth(actor_id) if self.auth is not None else None
+            if auth is not None:
+                cmd += auth.argv()
             out = subprocess.DEVNULL
             if self.log_dir is not None:
                 out = open(self.log_dir / f"{actor_id}.log", "w")  # noqa: SIM115

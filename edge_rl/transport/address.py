@@ -1,11 +1,22 @@
-"""Broker addresses: ``mqtt://HOST:PORT`` URLs and free loopback ports. Standard library only."""
+"""Broker addresses: ``mqtt://HOST:PORT`` and ``mqtts://HOST:PORT`` URLs, free loopback
+ports. Standard library only."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 DEFAULT_PORT = 1883
+DEFAULT_TLS_PORT = 8883
+_SCHEMES = {"mqtt": (DEFAULT_PORT, False), "mqtts": (DEFAULT_TLS_PORT, True)}
+
+
+class BrokerAddress(NamedTuple):
+    host: str
+    port: int
+    tls: bool  # mqtts://: TLS from the first byte
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -16,15 +27,30 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def parse_broker_url(url: str) -> tuple[str, int]:
-    """``mqtt://HOST[:PORT]`` → ``(HOST, PORT)``; the port defaults to 1883."""
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_broker_address(url: str) -> BrokerAddress:
+    """``mqtt://HOST[:PORT]`` (port 1883) or ``mqtts://HOST[:PORT]`` (TLS, port 8883)."""
     if not isinstance(url, str) or "://" not in url:
         raise ValueError(f"broker URL must look like mqtt://HOST:PORT, got {url!r}")
     parts = urlsplit(url.strip())
-    if parts.scheme != "mqtt":
-        raise ValueError(f"unsupported broker URL scheme {parts.scheme!r} in {url!r}: use mqtt://")
+    if parts.scheme not in _SCHEMES:
+        raise ValueError(
+            f"unsupported broker URL scheme {parts.scheme!r} in {url!r}: use mqtt:// or mqtts://"
+        )
     if parts.username is not None or parts.password is not None:
-        raise ValueError(f"broker URL {url!r} must not carry credentials")
+        raise ValueError(
+            f"broker URL {url!r} must not carry credentials: use --username and "
+            "--password-file (or the config's transport.auth)"
+        )
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ValueError(f"broker URL {url!r} has a path, query or fragment: use mqtt://HOST:PORT")
     if not parts.hostname:
@@ -35,4 +61,11 @@ def parse_broker_url(url: str) -> tuple[str, int]:
         raise ValueError(f"broker URL {url!r} has an invalid port: {exc}") from None
     if port == 0:
         raise ValueError(f"broker URL {url!r} has port 0")
-    return parts.hostname, DEFAULT_PORT if port is None else port
+    default_port, tls = _SCHEMES[parts.scheme]
+    return BrokerAddress(parts.hostname, default_port if port is None else port, tls)
+
+
+def parse_broker_url(url: str) -> tuple[str, int]:
+    """``(HOST, PORT)`` of a broker URL (see ``parse_broker_address``)."""
+    address = parse_broker_address(url)
+    return address.host, address.port

@@ -6,6 +6,14 @@ no ``--broker`` is given::
     with EmbeddedBroker() as broker:          # kind="auto": Mosquitto if found, else amqtt
         ...                                   # clients connect to broker.url; stopped on exit
 
+    accounts = BrokerAccounts(actors=("sim-00", "sim-01"), run="r1")
+    with EmbeddedBroker(accounts=accounts) as broker:   # authenticated, with the run's ACL
+        connect = mqtt_connect(broker.url, broker.auth("learner"))
+
+Without ``accounts`` the broker is anonymous (the test fixtures). With them, Mosquitto
+refuses anonymous clients and applies the run's ACL (broker_config.py); the amqtt
+fallback has neither: it logs so, and listens on loopback only.
+
 Both brokers run in a child process, so a busy learner never shares a GIL or an
 event loop with its broker. Stopping is terminate → wait → kill; ``atexit`` (via
 ``weakref.finalize``) stops a broker whose owner forgot to. Either child also exits
@@ -21,15 +29,13 @@ Differences that matter to callers:
 * Neither keeps retained messages across a restart (Mosquitto runs with
   ``persistence false``): a publisher must republish what it retains on reconnect.
 
-This module imports only the standard library (amqtt only inside the child,
-``amqtt_child``).
+Standard library only (amqtt only inside the child, ``amqtt_child``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pwd
 import re
 import shutil
 import socket
@@ -41,7 +47,10 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 
-from edge_rl.transport.address import DEFAULT_PORT, free_port, parse_broker_url  # noqa: F401
+from edge_rl.transport.address import free_port, is_loopback, parse_broker_url  # noqa: F401
+from edge_rl.transport.auth import BrokerAuth
+from edge_rl.transport.broker_config import AccountStore, BrokerAccounts, mosquitto_conf
+from edge_rl.transport.executables import die_with_parent, find_mosquitto
 
 logger = logging.getLogger(__name__)
 
@@ -51,32 +60,10 @@ _READY_MARKERS = {
     "mosquitto": re.compile(r"mosquitto version \S+ running"),
     "amqtt": re.compile(r"amqtt broker listening on"),
 }
-# Debian/Ubuntu install the daemon into /usr/sbin, which is not on a non-root PATH.
-_MOSQUITTO_FALLBACK_DIRS = ("/usr/sbin", "/usr/local/sbin", "/opt/homebrew/sbin")
 
 
 class BrokerError(RuntimeError):
     """The broker could not be found, started or stopped."""
-
-
-def die_with_parent(argv: list[str]) -> list[str]:
-    """``argv`` run so that the child gets SIGTERM when its parent dies, ``kill -9`` included.
-
-    util-linux's ``setpriv --pdeathsig`` sets the signal and execs ``argv`` (same pid). The
-    kernel sends it when the *thread* that spawned the child exits: spawn from a thread that
-    lives as long as the child should (the CLI's main thread). Where ``setpriv`` is missing
-    (not Linux), ``argv`` is returned unchanged and a killed parent leaves an orphan.
-    """
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", *argv] if setpriv else list(argv)
-
-
-def find_mosquitto() -> str | None:
-    """Path of the ``mosquitto`` executable, also looking in the sbin directories."""
-    found = shutil.which("mosquitto")
-    if found:
-        return found
-    return shutil.which("mosquitto", path=os.pathsep.join(_MOSQUITTO_FALLBACK_DIRS))
 
 
 class EmbeddedBroker:
@@ -94,6 +81,7 @@ class EmbeddedBroker:
         max_packet_size: int = 2_000_000,
         log_dir: Path | None = None,
         start_timeout: float = 10.0,
+        accounts: BrokerAccounts | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise ValueError(f"broker kind must be one of {_KINDS}, got {kind!r}")
@@ -109,6 +97,13 @@ class EmbeddedBroker:
         self.port = port if port is not None else 0
         self.max_packet_size = max_packet_size
         self.supports_mqtt5 = self.kind == "mosquitto"
+        if self.kind == "amqtt" and not is_loopback(host):
+            raise BrokerError(f"the amqtt fallback has no authentication: loopback only: {host}")
+        self.authenticated = accounts is not None and self.kind == "mosquitto"
+        self._store = AccountStore(accounts) if accounts is not None else None
+        if self._store is not None:  # the passwords' files go at exit at the latest
+            weakref.finalize(self, self._store.remove)
+        self.config_path: Path | None = None
         self.log_path: Path | None = None
         self._mosquitto = mosquitto
         self._log_dir = Path(log_dir) if log_dir is not None else None
@@ -132,9 +127,22 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def auth(self, user: str) -> BrokerAuth:
+        """The credentials of account ``user`` (files in a private temp dir); with the
+        amqtt fallback too, which accepts them without checking."""
+        if self._store is None:
+            raise BrokerError("this broker has no accounts: EmbeddedBroker(accounts=...)")
+        return self._store.auth(user)
+
     def start(self) -> EmbeddedBroker:
         if self.running:
             return self
+        if self._store is not None and not self.authenticated:
+            logger.warning(
+                "the amqtt fallback broker is UNAUTHENTICATED (no passwords, no ACL): any "
+                "local process can publish policies; it listens on %s only",
+                self.host,
+            )
         self.stop()  # a broker that died on its own: reap it and drop its temp dir
         if not self._port_pinned:
             self.port = free_port(self.host)
@@ -184,10 +192,13 @@ class EmbeddedBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+        if self._store is not None:  # the passwords go with the broker (kept across restarts)
+            self._store.remove()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        return f"EmbeddedBroker(kind={self.kind!r}, url={self.url!r}, {state})"
+        auth = ", authenticated" if self.authenticated else ""
+        return f"EmbeddedBroker(kind={self.kind!r}, url={self.url!r}, {state}{auth})"
 
     # -- internals ----------------------------------------------------------------
 
@@ -220,25 +231,13 @@ class EmbeddedBroker:
 
     def _mosquitto_argv(self, workdir: Path) -> list[str]:
         assert self._mosquitto is not None
-        lines = [
-            f"listener {self.port} {self.host}",
-            "allow_anonymous true",
-            f"max_packet_size {self.max_packet_size}",
-            # Mosquitto drops (silently, for QoS 1) past 1000 queued messages per client.
-            "max_queued_messages 10000",
-            "persistence false",
-            "log_dest stderr",
-            "log_type error",
-            "log_type warning",
-            "log_type notice",
-            "log_type information",
-            "log_timestamp_format %Y-%m-%dT%H:%M:%S",
-        ]
-        if os.geteuid() == 0:
-            # As root, Mosquitto otherwise switches to user "mosquitto", which may not exist.
-            lines.append(f"user {pwd.getpwuid(os.geteuid()).pw_name}")
         conf = workdir / "mosquitto.conf"
-        conf.write_text("\n".join(lines) + "\n")
+        try:  # authenticated: writes the accounts' files once (needs mosquitto_passwd)
+            text = mosquitto_conf(self.host, self.port, self.max_packet_size, self._store)
+        except (FileNotFoundError, RuntimeError) as e:
+            raise BrokerError(f"cannot make the broker's password file: {e}") from None
+        conf.write_text(text)
+        self.config_path = conf
         return [self._mosquitto, "-c", str(conf)]
 
     def _amqtt_argv(self) -> list[str]:

@@ -1,7 +1,8 @@
 """A thin, careful paho-mqtt adapter (paho 2.x, callback API v2, MQTT 3.1.1): the
 ``Transport`` of transport/base.py for a real broker.
 
-    transport = MqttTransport(url, client_id, subscriptions=[(topic, 1)], on_message=handle)
+    transport = MqttTransport(url, client_id, subscriptions=[(topic, 1)], on_message=handle,
+                              auth=BrokerAuth(ca_file=..., username=..., password_file=...))
     transport.start()                 # connect_async + loop_start: returns at once
     transport.wait_connected(10)
     transport.publish(topic, payload, qos=1, retain=False)  # False when not sent
@@ -14,18 +15,25 @@ escaping a callback kills paho's network thread.
 Protocol 3.1.1, not 5: the protocol uses no MQTT 5 feature (no session expiry, no
 properties), and 3.1.1 is what every broker speaks, the embedded amqtt fallback included
 (amqtt 0.12 refuses MQTT 5 connections).
+
+``mqtts://`` URLs connect with TLS: Python's default client context (TLS 1.2 or later,
+the broker's certificate checked against ``auth.ca_file`` or the system's CAs, and its
+name against the URL's host), plus the client certificate of ``auth`` if it has one.
+A broker that refuses the credentials is logged as such and retried with back-off.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Sequence
 
 import paho.mqtt.client as mqtt
 
-from edge_rl.transport.address import parse_broker_url
+from edge_rl.transport.address import parse_broker_address
+from edge_rl.transport.auth import AuthError, BrokerAuth
 from edge_rl.transport.base import Connect, MessageHandler
 
 log = logging.getLogger(__name__)
@@ -44,8 +52,11 @@ class MqttTransport:
         max_queued_messages: int = 1000,
         max_packet_size: int = 2_000_000,
         keepalive: int = 30,
+        auth: BrokerAuth | None = None,
     ) -> None:
-        self.host, self.port = parse_broker_url(url)
+        self.host, self.port, self.tls = parse_broker_address(url)
+        self.auth = auth or BrokerAuth()
+        self.auth.check_url(url)
         self.url, self.client_id = url, client_id
         self._subscriptions = list(subscriptions)
         self._handler = on_message
@@ -56,6 +67,9 @@ class MqttTransport:
         self.callback_errors = 0
         self.publish_failures = 0
         self.connects = 0
+        self.refusals = 0  # CONNACKs that refused us (bad credentials, not authorised)
+        self.connect_failures = 0  # no CONNACK at all: network, or the TLS handshake failed
+        self._refused = False  # this attempt's CONNACK refused us (network thread only)
         self._client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2,
             client_id=client_id,
@@ -68,7 +82,9 @@ class MqttTransport:
         self._client.reconnect_delay_set(min_delay=1, max_delay=8)
         if will is not None:  # retained last will: published by the broker if we vanish
             self._client.will_set(will[0], will[1], qos=1, retain=True)
+        _apply_auth(self._client, self.auth, self.tls)
         self._client.on_connect = self._on_connect
+        self._client.on_connect_fail = self._on_connect_fail
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
 
@@ -127,7 +143,14 @@ class MqttTransport:
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         try:
             if reason_code.is_failure:
-                log.warning("%s: broker refused connection: %s", self.client_id, reason_code)
+                self.refusals += 1
+                self._refused = True
+                if self.refusals == 1:
+                    who = f"user {self.auth.username!r}" if self.auth.username else "anonymous"
+                    log.warning(
+                        "%s: broker %s refused the connection (%s, %s); retrying",
+                        self.client_id, self.url, reason_code, who,
+                    )  # fmt: skip
                 return
             self.connects += 1
             # Subscribing here means a reconnect re-subscribes.
@@ -140,10 +163,31 @@ class MqttTransport:
             self.callback_errors += 1
             log.exception("%s: error in on_connect", self.client_id)
 
+    def _on_connect_fail(self, client, userdata) -> None:
+        self._attempt_failed()
+
+    def _attempt_failed(self) -> None:
+        """No CONNACK: unreachable, or the TLS handshake failed or was cut (TLS 1.3 refuses a
+        client certificate after the handshake). Logged once; paho retries with back-off."""
+        self.connect_failures += 1
+        if self.connect_failures == 1:
+            tls = ", or TLS failed (CA, client certificate, host name)" if self.tls else ""
+            log.warning(
+                "%s: cannot connect to %s: unreachable%s; retrying", self.client_id, self.url, tls
+            )
+
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        was_connected = self._connected.is_set()
         self._connected.clear()
-        if reason_code != 0:
+        if reason_code == 0:
+            return
+        if was_connected:
             log.warning("%s: disconnected (%s); reconnecting", self.client_id, reason_code)
+        elif self._refused:  # logged in _on_connect
+            log.debug("%s: closed after a refusal (%s)", self.client_id, reason_code)
+        else:  # closed before any CONNACK
+            self._attempt_failed()
+        self._refused = False
 
     def _on_message(self, client, userdata, message) -> None:
         try:
@@ -155,6 +199,23 @@ class MqttTransport:
                 log.exception("%s: error handling a message on %s", self.client_id, message.topic)
 
 
-def mqtt_connect(url: str) -> Connect:
-    """The ``Connect`` (transport/base.py) for the broker at ``url``."""
-    return functools.partial(MqttTransport, url)
+def _apply_auth(client: mqtt.Client, auth: BrokerAuth, tls: bool) -> None:
+    """TLS context and username/password on a paho client; ``AuthError`` when unusable."""
+    auth.check_files()
+    if tls:
+        try:
+            context = ssl.create_default_context(cafile=auth.ca_file)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            if auth.cert_file is not None:
+                context.load_cert_chain(auth.cert_file, auth.key_file)
+        except (ssl.SSLError, OSError) as e:
+            files = ", ".join(f for f in (auth.ca_file, auth.cert_file, auth.key_file) if f)
+            raise AuthError(f"cannot load the TLS files ({files or 'system CAs'}): {e}") from None
+        client.tls_set_context(context)
+    if auth.username is not None:
+        client.username_pw_set(auth.username, auth.password())
+
+
+def mqtt_connect(url: str, auth: BrokerAuth | None = None) -> Connect:
+    """The ``Connect`` (transport/base.py) for the broker at ``url``, with ``auth`` if given."""
+    return functools.partial(MqttTransport, url, auth=auth)

@@ -215,7 +215,7 @@ def test_parse_broker_url_accepts(url, expected) -> None:
         ("", "mqtt://HOST:PORT"),
         ("localhost:1883", "mqtt://HOST:PORT"),
         ("tcp://localhost:1883", "scheme"),
-        ("mqtts://localhost:8883", "scheme"),
+        ("mqtts://user@localhost:8883", "credentials"),
         ("http://localhost", "scheme"),
         ("mqtt://", "no host"),
         ("mqtt://:1883", "no host"),
