@@ -19,6 +19,8 @@ import click
 from edge_rl import cli_tools
 from edge_rl.cli_common import auth_from_options, auth_options, complete
 from edge_rl.cli_common import setup_logging as _setup_logging
+from edge_rl.cli_credentials import credentials
+from edge_rl.cli_fleet import fleet
 from edge_rl.transport.broker import BrokerError  # standard library only
 
 log = logging.getLogger("edge_rl")
@@ -248,6 +250,8 @@ def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, 
         pass
 
 
+main.add_command(fleet)
+main.add_command(credentials)
 main.add_command(cli_tools.eval_)
 main.add_command(cli_tools.report)
 main.add_command(cli_tools.keygen)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_rl.transport.signing import Signer
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
 
@@ -33,14 +35,18 @@ def test_learn_and_fleet_over_tls_with_passwords(
     assert made.returncode == 0, made.stderr
     broker = mosquitto_with(shipped_config(creds, certificates=False), tls=True)
     run = tmp_path / "run"
+    keys = cli("keygen", str(tmp_path / "learner.key"), timeout=60)  # the policy signing key
+    assert keys.returncode == 0, keys.stderr
     tiny = [a for a in tiny_learn("dqn") if a not in ("--fleet", "2", "--board", "rpi5")]
     learner = cli_proc(["learn", "--config", str(CONFIG), "--out", str(run), *tiny,
                         "--set", "run=tls-smoke", "--fleet", "0", "--broker", broker.url,
-                        "--credentials", str(creds / "learner")],
+                        "--credentials", str(creds / "learner"),
+                        "--signing-key", str(tmp_path / "learner.key")],
                        tmp_path / "learn.out")  # fmt: skip
     fleet = cli_proc(["fleet", "--broker", broker.url, "--env", "CartPole-v1", "-n", "2",
                       "--board", "rpi5", "--run", "tls-smoke", "--id-prefix", "pi",
-                      "--credentials", str(creds), "--log-dir", str(tmp_path / "fleet")],
+                      "--credentials", str(creds), "--log-dir", str(tmp_path / "fleet"),
+                      "--policy-key", str(tmp_path / "learner.pub")],
                      tmp_path / "fleet.out")  # fmt: skip
     try:
         assert learner.wait(timeout=240) == 0, (tmp_path / "learn.out").read_text()[-4000:]
@@ -81,8 +87,11 @@ def test_actor_refuses_a_readable_password_file(cli, tmp_path) -> None:
 
 
 def test_fleet_refuses_a_missing_credentials_directory(cli, tmp_path) -> None:
+    key = tmp_path / "learner.pub"
+    Signer.generate().write_public(key)
     result = cli("fleet", "--broker", "mqtts://127.0.0.1:1", "--env", "CartPole-v1", "-n", "1",
-                 "--credentials", str(tmp_path / "nope"), timeout=60)  # fmt: skip
+                 "--credentials", str(tmp_path / "nope"), "--policy-key", str(key),
+                 timeout=60)  # fmt: skip
     assert result.returncode != 0
     assert "not found" in result.stderr and "Traceback" not in result.stderr
 
