@@ -16,7 +16,7 @@ twice). No TensorFlow, no I/O: a pure ledger.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 
 class CreditLedger:
@@ -31,12 +31,14 @@ class CreditLedger:
         by_actor: Mapping[str, int],
         known: Sequence[str],
         lost: Mapping[str, int] | None = None,
+        frozen: Collection[str] = (),
     ) -> dict[str, int]:
         """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
 
         ``by_actor`` counts what each actor's current process delivered; a count that goes
         down means the actor restarted (new session), and its grant restarts from there.
         ``lost``: of each actor's current process, transitions that will never arrive.
+        ``frozen``: known actors whose grant does not grow (it still counts as outstanding).
         """
         lost = lost or {}
         known = sorted(known)
@@ -50,13 +52,14 @@ class CreditLedger:
             max(0, self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)) for a in known
         )
         available = allowed - received - outstanding
-        if available > 0 and known:
-            share, extra = divmod(available, len(known))
+        growing = [a for a in known if a not in frozen]
+        if available > 0 and growing:
+            share, extra = divmod(available, len(growing))
             # The remainder goes to the actors granted least so far. (Giving it to the first
             # in name order starved the others when the learner frees fewer steps per grant
             # than there are actors: a slow learner freed 1-2 steps each time, and sim-00 and
             # sim-01 took every one of them.)
-            behind = sorted(known, key=lambda a: (self.granted[a], a))[:extra]
-            for a in known:
+            behind = sorted(growing, key=lambda a: (self.granted[a], a))[:extra]
+            for a in growing:
                 self.granted[a] += share + (a in behind)
         return {a: self.granted[a] for a in known}

@@ -54,6 +54,7 @@ class FleetControl:
         self._ledger = CreditLedger()
         self._progress: dict[str, tuple[int, float]] = {}  # actor -> (received, since when)
         self.written_off: dict[str, int] = {}  # actor -> in-transit transitions written off
+        self._stepping: dict[str, tuple[int, float]] = {}  # actor -> (env steps, since when)
 
     # --- statuses (transport thread) ----------------------------------------------------
 
@@ -142,6 +143,16 @@ class FleetControl:
             lost += in_transit
         return lost
 
+    def _idle(self, actor: str, received: int, lost: int) -> bool:  # holds _lock
+        steps = self._actors[actor].env_steps
+        now = time.monotonic()
+        last = self._stepping.get(actor)
+        if last is None or last[0] != steps:
+            self._stepping[actor] = last = (steps, now)
+        holds = self._ledger.granted.get(actor, 0) - received - lost > 0
+        stalled = now - max(last[1], self._progress[actor][1]) >= self.cfg.credit_timeout_s
+        return holds and stalled
+
     def _credit(self, updates: int) -> ControlMessage:  # holds _lock
         cfg = self.cfg
         allowed = cfg.learning_starts + cfg.max_lag_transitions
@@ -152,5 +163,10 @@ class FleetControl:
         # ACL ties to their credentials) get credit; data from anyone else earns none.
         online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
         lost = {a: self._lost(a, by_actor.get(a, 0)) for a in online}
-        credits = self._ledger.grant(allowed, received, by_actor, sorted(online), lost)
+        # An actor that holds credit and neither steps nor delivers (stopped, or a board that
+        # announces itself and does nothing) keeps what it has and is granted no more, so
+        # that it cannot sit on an ever larger share of the fleet's lead (what it holds still
+        # counts as outstanding: the lead is never overcommitted).
+        idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
+        credits = self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle)
         return ControlMessage("running", credits=credits, default_credit=0)

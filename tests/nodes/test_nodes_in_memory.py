@@ -104,6 +104,40 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
     assert set(control.credits) == {"a0", "a1"}
 
 
+def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypatch):
+    """A board that announces itself and then neither steps nor delivers keeps its grant
+    but gets no share of new credit after credit_timeout_s; the one that works gets it all."""
+    import edge_rl.nodes.fleet_control as fc
+
+    now = [1000.0]
+    monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
+    cfg = run_config("idle", credit_timeout_s=5.0, learning_starts=100, max_lag_transitions=100)
+    topics = Topics(cfg.transport.root, cfg.run)
+    received = {"worker": 0}
+    publish = Recorder()
+    fleet = FleetControl(cfg, topics, publish, received=lambda: (sum(received.values()), received))
+    for actor in ("worker", "hoarder"):
+        fleet.on_status(topics.status(actor), status(actor))
+    fleet.send("running", updates=0)
+    first = publish.controls()[-1].credits
+    assert first == {"worker": 100, "hoarder": 100}
+    grants = []
+    for t, updates in ((3.0, 50), (6.0, 100), (9.0, 150)):  # the worker steps and delivers
+        now[0] = 1000.0 + t
+        received["worker"] = 100 * int(t // 3)
+        fleet.on_status(topics.status("worker"), codec.encode_status(
+            ActorStatus("worker", "running", env_steps=received["worker"],
+                        transitions_sent=received["worker"])))  # fmt: skip
+        fleet.send("running", updates=updates)
+        grants.append(publish.controls()[-1].credits)
+    at3, at6, at9 = grants
+    assert at3["hoarder"] > first["hoarder"]  # before the timeout: a share like anyone
+    assert at6["hoarder"] == at9["hoarder"] == at3["hoarder"]  # after it: no more
+    allowed = cfg.learning_starts + cfg.max_lag_transitions + int(150 / cfg.replay_ratio)
+    # The worker gets all the rest of what is allowed; the lead is not overcommitted.
+    assert at9["worker"] + at9["hoarder"] == allowed
+
+
 def test_a_killed_actor_keeps_its_last_counters():
     cfg = run_config("will")
     topics = Topics(cfg.transport.root, cfg.run)
