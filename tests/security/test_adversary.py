@@ -1,0 +1,232 @@
+"""An adversary against a real run: Mosquitto with the run's ACL, a learner, two actor
+processes, and an attacker that holds a board's own credentials (a compromised board) and
+tries every topic, plus an anonymous client.
+
+What must hold, each checked from counters other than the attacked component's own:
+* the learner and both actors are alive to the end, and the run reaches its budget;
+* replay holds only the honest actors' transitions (what they report sent, once);
+* no actor ever acts on a policy the learner did not sign (every transition the learner
+  receives carries a version it published, and the actors report the learner's versions);
+* every attack is refused where the design says: by the broker (ACL, anonymous connect),
+  by the learner's ingest or status checks, or by the actors.
+
+The attack runs inside the learner's 10th update and waits, bounded, until the learner
+has counted what it sent, so it cannot race the end of the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+
+import numpy as np
+import paho.mqtt.client as mqtt
+import pytest
+
+from edge_rl.agents.dqn.config import DQNConfig
+from edge_rl.config import ExportConfig, FleetConfig, RunConfig
+from edge_rl.fleet.fleet import Fleet
+from edge_rl.nodes.learner_node import LearnerNode
+from edge_rl.specs import EnvSpec
+from edge_rl.transport import codec
+from edge_rl.transport.broker import EmbeddedBroker
+from edge_rl.transport.broker_config import BrokerAccounts
+from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
+from edge_rl.transport.signing import Signer
+from edge_rl.transport.topics import Topics
+from edge_rl.types import (
+    ActorStatus,
+    ControlMessage,
+    PolicyBundle,
+    PolicyManifest,
+    QuantParams,
+    TransitionBatch,
+)
+
+pytestmark = pytest.mark.slow
+
+HONEST = ("sim-00", "sim-01")
+INTRUDER = "intruder"  # a board with valid credentials of its own, gone bad
+ATTACK_AT_UPDATE = 10
+CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
+FAST_BOARD = """\
+board: test-board
+num_threads: 1
+batch_size: 16
+flush_interval_s: 0.1
+status_interval_s: 0.2
+"""
+
+
+def config(run: str) -> RunConfig:
+    return RunConfig(
+        env_id="CartPole-v1", run=run, total_env_steps=3_000, learning_starts=300,
+        replay_ratio=0.25, max_lag_transitions=500, eval_episodes=5, select_every=0,
+        dqn=DQNConfig(hidden=(32, 32), batch_size=32), fleet=FleetConfig(actors=0),
+        export=ExportConfig(every_updates=60, calibration_size=100, parity_size=100,
+                            min_greedy_agreement=0.0),
+    )  # fmt: skip
+
+
+def batch(actor: str, seq: int, *, reward: float = 1.0, version: int = 0, n: int = 4):
+    obs = np.zeros((n, 4), np.float32)
+    return TransitionBatch(
+        actor, 7, seq, version, obs, np.zeros(n, np.int64), np.full(n, reward, np.float32),
+        obs, np.zeros(n, bool), np.zeros(n, bool),
+    )  # fmt: skip
+
+
+def forged_policy(run: str) -> bytes:
+    """A well-formed bundle with a huge version, signed by the attacker's own key."""
+    model = b"\0" * 64
+    m = PolicyManifest(
+        policy_version=10**6, algo="dqn", env_id="CartPole-v1", env_spec=CARTPOLE,
+        precision="int8", input_quant=QuantParams("float32", 0.0, 0),
+        output_quant=QuantParams("float32", 0.0, 0), obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4,
+        exploration={"epsilon": 1.0}, learner_step=0,
+        model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model), codec="none",
+        run_id=run,
+    )  # fmt: skip
+    return codec.encode_policy(PolicyBundle(m, model), Signer.generate())
+
+
+def nested_header(depth: int = 5_000) -> bytes:  # 10 KB: under the 64 KB header cap
+    h = b"[" * depth + b"]" * depth
+    return codec.MAGIC_TRANSITIONS + (2).to_bytes(2, "little") + len(h).to_bytes(4, "little") + h
+
+
+def wait_for(cond, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def anonymous_refused(broker: EmbeddedBroker) -> bool:
+    codes: list = []
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+    c.on_connect = lambda cl, u, f, rc, p: codes.append(rc)
+    c.connect(broker.host, broker.port)
+    c.loop_start()
+    try:
+        wait_for(lambda: codes, 10)
+    finally:
+        c.loop_stop()
+        c.disconnect()
+    return bool(codes) and codes[0].is_failure
+
+
+def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict) -> None:
+    """Everything the intruder's credentials let it send, and what they do not."""
+    run = topics.run
+    sent = log["sent"]
+
+    def send(topic: str, payload: bytes, what: str, retain: bool = False) -> None:
+        assert evil.publish(topic, payload, retain=retain, wait=5), f"{what}: not sent"
+        sent.append(what)
+
+    # Outside its own namespace: the broker's ACL drops these (nobody receives them).
+    send(topics.policy, forged_policy(run), "forged policy", retain=True)
+    send(topics.policy, b"ERLP\x01\x00garbage", "garbage policy", retain=True)
+    send(topics.control, codec.encode_control(ControlMessage("stopped")), "forged stop", True)
+    send(topics.transitions(HONEST[0]), codec.encode_transitions(batch(HONEST[0], 0)),
+         "batch under an honest id")  # fmt: skip
+    send(topics.status(HONEST[0]), codec.encode_status(ActorStatus(HONEST[0], "stopped")),
+         "status under an honest id", retain=True)  # fmt: skip
+    for i in range(200):  # invented actors: no topic of theirs is writable by the intruder
+        send(topics.status(f"ghost-{i}"), codec.encode_status(ActorStatus(f"ghost-{i}",
+             "running")), "invented actor")  # fmt: skip
+    # Inside its own namespace: the learner's checks refuse these.
+    mine = topics.transitions(INTRUDER)
+    own = {
+        "bad_magic": b"not a batch at all",
+        "bad_version": codec.MAGIC_TRANSITIONS + b"\x01\x00" + b"\0" * 20,
+        "bad_header": nested_header(),
+        "non_finite": codec.encode_transitions(batch(INTRUDER, 0, reward=float("nan"))),
+        "out_of_bounds": codec.encode_transitions(batch(INTRUDER, 1, reward=3e38)),
+        "unknown_policy": codec.encode_transitions(batch(INTRUDER, 2, version=10**6)),
+    }
+    for reason, payload in own.items():
+        send(mine, payload, reason)
+    status = topics.status(INTRUDER)
+    send(status, b"ERLS junk", "bad status")
+    bad = json.dumps({"actor_id": INTRUDER, "state": "running", "env_steps": "a lot"}).encode()
+    send(status, codec.MAGIC_STATUS + b"\x02\x00" + len(bad).to_bytes(4, "little") + bad,
+         "mistyped status")  # fmt: skip
+    rejected = node.ingest.stats.rejected
+    log["ingest_counted"] = wait_for(lambda: all(rejected[r] >= 1 for r in own), 30)
+    log["status_counted"] = wait_for(lambda: node.fleet.status_rejected >= 2, 30)
+    log["attacked_at"] = node.env_steps
+
+
+def test_an_adversary_with_a_boards_credentials_gets_nothing(tmp_path, policy_keys):
+    run = f"adv-{uuid.uuid4().hex[:8]}"
+    cfg = config(run)
+    topics = Topics(cfg.transport.root, run)
+    accounts = BrokerAccounts(actors=(*HONEST, INTRUDER), root=cfg.transport.root, run=run)
+    board = tmp_path / "board.yaml"
+    board.write_text(FAST_BOARD)
+    signer, public_key = policy_keys
+    with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
+        assert broker.authenticated
+        assert anonymous_refused(broker)
+        fleet = Fleet(2, board, broker.url, cfg.env_id, policy_key=public_key, run=run,
+                      log_dir=tmp_path / "fleet", auth=broker.auth)  # fmt: skip
+        node = LearnerNode(cfg, mqtt_connect(broker.url, broker.auth("learner")),
+                           tmp_path / "run", signer=signer, fleet_alive=fleet.alive)  # fmt: skip
+        evil = MqttTransport(broker.url, f"actor-{INTRUDER}", auth=broker.auth(INTRUDER))
+        evil.start()
+        assert evil.wait_connected(15)
+        log: dict = {"sent": []}
+        real_update = node.agent.update
+
+        def update_then_attack(*args, **kwargs):
+            if node.agent.updates == ATTACK_AT_UPDATE and not log["sent"]:
+                attack(evil, topics, node, log)
+            return real_update(*args, **kwargs)
+
+        node.agent.update = update_then_attack
+        versions: list[int] = []  # every version a transition arrived with, and its actor
+        real_handle = node.ingest.handle
+
+        def recording_handle(topic, payload):
+            accepted = real_handle(topic, payload)
+            if accepted:
+                versions.append(codec.decode_transitions(payload).policy_version)
+            return accepted
+
+        node.ingest.handle = recording_handle
+        with fleet:
+            summary = node.run()
+            assert fleet.wait(30), "actors did not exit after the learner's stop"
+        evil.stop()
+    codes = fleet.exit_codes()
+
+    # Alive to the end, and the run finished: the forged "stopped" never reached anyone.
+    assert codes == [0, 0], codes
+    assert summary["env_steps"] == cfg.total_env_steps
+    assert log["attacked_at"] < cfg.total_env_steps and len(log["sent"]) == 5 + 200 + 6 + 2
+    assert log["ingest_counted"] and log["status_counted"], log
+    # Replay holds only what the honest actors sent (by their own count), once.
+    actors = summary["actors"]
+    assert set(actors) == set(HONEST), actors  # no ghost, no intruder (it never announced)
+    sent_by_honest = sum(a["transitions_sent"] for a in actors.values())
+    assert len(node.replay) == summary["transitions_received"] == cfg.total_env_steps
+    assert sent_by_honest == cfg.total_env_steps + summary["transitions_over_budget"]
+    assert node.ingest.stats.by_actor.keys() <= set(HONEST)
+    # No actor acted on a policy the learner did not sign: every accepted transition carries
+    # a version the learner published, and each actor reports one of those.
+    lines = (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()
+    published = {json.loads(x)["policy_version"] for x in lines}
+    assert set(versions) - {0} <= published
+    assert all(a["policy_version"] in published for a in actors.values())
+    assert all(a["policies_rejected"] == 0 for a in actors.values())  # the broker dropped them
+    # Each refusal counted where it happened.
+    for reason in ("bad_magic", "bad_version", "bad_header", "non_finite", "out_of_bounds",
+                   "unknown_policy"):  # fmt: skip
+        assert summary["batches_rejected"].get(reason, 0) >= 1, summary["batches_rejected"]
+    assert summary["status_rejected"] >= 2
