@@ -40,6 +40,11 @@ class Algo:
         return self.agent.updates
 
     @property
+    def skipped(self) -> int:
+        """Updates not applied: their loss or a gradient was not finite."""
+        return self.agent.skipped
+
+    @property
     def policy_network(self) -> Any:
         raise NotImplementedError
 

@@ -182,6 +182,7 @@ class LearnerNode:
         compressor = self.agent.compressor
         return RunRecord(
             cfg=cfg, wall_s=self.meter.elapsed(), updates=self.agent.updates,
+            updates_skipped=self.agent.skipped,
             ingest=self.ingest.stats, batches_missing=self.ingest.missing_batches,
             inbox_dropped=self.inbox.dropped, broker_dropped=self.broker_dropped,
             status_rejected=self.fleet.status_rejected, policy_version=self.broadcast.version,

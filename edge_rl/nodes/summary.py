@@ -31,6 +31,7 @@ class RunRecord:
     cfg: RunConfig
     wall_s: float
     updates: int
+    updates_skipped: int  # not applied: a loss or gradient was not finite
     ingest: IngestStats
     batches_missing: int
     inbox_dropped: int
@@ -70,6 +71,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "env_steps": s.transitions,
         "episodes": s.episodes,
         "updates": r.updates,
+        "updates_skipped_nonfinite": r.updates_skipped,
         "wall_s": round(r.wall_s, 2),
         "final_eval_return": result.mean if result else None,
         "final_eval_return_std": result.std if result else None,

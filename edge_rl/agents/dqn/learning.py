@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.networks import make_q_network
+from edge_rl.agents.guards import all_finite
 from edge_rl.replay.buffer import ReplaySample
 from edge_rl.specs import EnvSpec
 
@@ -80,6 +81,9 @@ class DQNLearner:
         # is fragile, and this keeps the first update as cheap as the rest.
         self._optimizer.build(self._online.trainable_variables)
         self.updates = 0  # gradient steps taken
+        # Steps whose loss or gradient was not finite: not applied (a poisoned batch must
+        # not wreck the network), counted.
+        self._nonfinite = tf.Variable(0, dtype=tf.int64, trainable=False)
         # Optional kernel constraint (edge_rl.compress.kernels.KernelConstraint, GST or
         # pruning): constrains the gradients and re-imposes itself after every step. Set it
         # before compile(): the update reads it when traced.
@@ -112,6 +116,11 @@ class DQNLearner:
         if self.updates % self.config.target_update_interval == 0:
             self.sync_target()
         return {"loss": float(metrics[0]), "mean_q": float(metrics[1])}
+
+    @property
+    def skipped(self) -> int:
+        """Updates not applied because their loss or a gradient was not finite."""
+        return int(self._nonfinite.numpy())
 
     def compile(self) -> None:
         """Trace the compiled functions now, without taking a step.
@@ -166,9 +175,14 @@ class DQNLearner:
         grads = tape.gradient(loss, variables)
         if self.constraint is not None:
             grads = self.constraint.gradients(grads, variables)
-        self._optimizer.apply_gradients(zip(grads, variables, strict=True))  # global-norm clipped
-        if self.constraint is not None:
-            self.constraint.apply()
+
+        def apply() -> tf.Tensor:
+            self._optimizer.apply_gradients(zip(grads, variables, strict=True))  # clipped
+            if self.constraint is not None:
+                self.constraint.apply()
+            return tf.constant(0, tf.int64)
+
+        tf.cond(all_finite(loss, grads), apply, lambda: self._nonfinite.assign_add(1))
         return tf.stack([loss, tf.reduce_mean(q_taken)])
 
     def _td_errors(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tf.Tensor:

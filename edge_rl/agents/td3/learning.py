@@ -24,6 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from edge_rl.agents.guards import all_finite
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.networks import make_actor, make_critic
 from edge_rl.replay.buffer import ReplaySample
@@ -110,6 +111,8 @@ class TD3Learner:
         # Graph-side state: exact policy delay across calls, and the noise generator.
         self._critic_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._actor_loss = tf.Variable(float("nan"), dtype=tf.float32, trainable=False)
+        # Critic or actor steps whose loss or gradient was not finite: not applied, counted.
+        self._nonfinite = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._rng = tf.random.Generator.from_seed(seed)
         self.updates = 0  # critic (gradient) steps taken, Python side
         # Optional constraint on the actor's kernels (edge_rl.compress.kernels, GST or
@@ -169,6 +172,11 @@ class TD3Learner:
             "actor_loss": float(metrics[1]),
             "mean_q": float(metrics[2]),
         }
+
+    @property
+    def skipped(self) -> int:
+        """Critic or actor steps not applied because a loss or gradient was not finite."""
+        return int(self._nonfinite.numpy())
 
     def compile(self) -> None:
         """Trace (and with XLA, lower) the update now, without taking a step.
@@ -249,7 +257,12 @@ class TD3Learner:
             q2 = self._q(self._q2, obs, action)
             loss = tf.reduce_mean(tf.square(q1 - y)) + tf.reduce_mean(tf.square(q2 - y))
         grads = tape.gradient(loss, self._critic_vars)
-        self._critic_opt.apply_gradients(zip(grads, self._critic_vars, strict=True))
+
+        def apply_critics() -> T:
+            self._critic_opt.apply_gradients(zip(grads, self._critic_vars, strict=True))
+            return tf.constant(0, tf.int64)
+
+        tf.cond(all_finite(loss, grads), apply_critics, lambda: self._nonfinite.assign_add(1))
         step = self._critic_steps.assign_add(1)
 
         # Every policy_delay critic steps: one actor step, then Polyak on all targets.
@@ -263,9 +276,15 @@ class TD3Learner:
         grads = tape.gradient(actor_loss, self._actor_vars)
         if self.constraint is not None:
             grads = self.constraint.gradients(grads, self._actor_vars)
-        self._actor_opt.apply_gradients(zip(grads, self._actor_vars, strict=True))
-        if self.constraint is not None:
-            self.constraint.apply()
+
+        def apply_actor() -> T:
+            self._actor_opt.apply_gradients(zip(grads, self._actor_vars, strict=True))
+            if self.constraint is not None:
+                self.constraint.apply()
+            return tf.constant(0, tf.int64)
+
+        tf.cond(all_finite(actor_loss, grads), apply_actor,
+                lambda: self._nonfinite.assign_add(1))  # fmt: skip
         self._actor_loss.assign(actor_loss)
         # theta_targ <- tau * theta + (1 - tau) * theta_targ. Trainable weights only: the
         # frozen rescale layer is identical in both actors by construction.
