@@ -203,3 +203,15 @@ def test_no_documented_default_is_nan():
     for row in STATUS_ROWS + BOARD_ROWS:
         v = _value(row["default"])
         assert not (isinstance(v, float) and math.isnan(v))
+
+
+# --- §3.1 worked example --------------------------------------------------------------------
+
+
+def test_the_worked_example_s_prefix_is_what_the_encoder_writes():
+    """Its first hexdump line: magic, this schema version and H, byte for byte."""
+    m = re.search(r"^00000000  ((?:[0-9a-f]{2} ){10})", DOC, re.M)
+    assert m, "no worked-example hexdump in docs/protocol.md"
+    magic, version, h = struct.unpack("<4sHI", bytes.fromhex(m.group(1)))
+    assert (magic, version) == (codec.MAGIC_TRANSITIONS, codec.SCHEMA_VERSION)
+    assert f"ver={version}  H={h}" in DOC
