@@ -125,11 +125,12 @@ class ActorNode:
                 log.warning("control message rejected: %s", e)
                 return
             if control.state == "stopped" and not self._ran:
-                return  # left over from an earlier run
+                return  # left over from an earlier run: no "running" seen before it
             if self.run_state == "stopped":
                 return  # final: a redelivered "running" must not restart a stopping actor
             self.credit = control.credit_for(self.opts.actor_id)
             self.run_state = control.state
+            self._ran = self._ran or control.state == "running"  # this run's learner is up
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -167,7 +168,6 @@ class ActorNode:
                 time.sleep(0.01)
                 continue
             lap("idle")  # status and loop bookkeeping since the last step
-            self._ran = True
             policy = self.slot.current  # one read: the swap point between two steps
             out = None if policy is None else policy.runner(obs)
             compute = lap("inference")
