@@ -144,6 +144,10 @@ def validate_batch(
     batch: TransitionBatch, spec: EnvSpec, raw_flags: tuple[np.ndarray, ...] = ()
 ) -> None:
     """Shapes and dtypes against ``spec``, finite values, actions inside the action space."""
+    # Fuzzing found: a hand-built record with a 0-d reward made len() raise IndexError, and
+    # one with no rows made the discrete range check's min() raise ValueError. Refuse both.
+    if batch.reward.ndim != 1 or batch.reward.shape[0] == 0:
+        raise CodecError("shape", f"reward shape {batch.reward.shape}, expected (n,), n > 0")
     n = len(batch)
     obs_shape = (n, *spec.obs_shape)
     for name in ("obs", "next_obs"):
