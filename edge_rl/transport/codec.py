@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -35,7 +35,13 @@ from edge_rl.transport.envelope import (  # noqa: F401 - re-exported
 from edge_rl.transport.envelope import field as _field
 from edge_rl.transport.envelope import pack as _pack
 from edge_rl.transport.envelope import unpack as _unpack
-from edge_rl.types import BREAKDOWN_KEYS, ActorStatus, ControlMessage, TransitionBatch
+from edge_rl.types import (
+    BREAKDOWN_KEYS,
+    ActorState,
+    ActorStatus,
+    ControlMessage,
+    TransitionBatch,
+)
 
 # Wire dtypes: little-endian numpy type strings. Booleans travel as uint8 (0/1).
 _F32, _I64, _U8 = "<f4", "<i8", "|u1"
@@ -196,9 +202,42 @@ def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in header.items() if k in names}
 
 
+# Status fields by JSON type (docs/protocol.md §5). Fuzzing found that decode_status took
+# any JSON value for them (``"actor_id": null``, ``"env_steps": "many"``, ``1e999``, i.e.
+# inf, as a time): each is checked now, and a mistyped one is bad_header.
+_STATUS_STR = ("actor_id", "board", "runtime")
+_STATUS_COUNTERS = (
+    "policy_version", "env_steps", "episodes", "transitions_sent", "batches_sent",
+    "batches_dropped", "policies_rejected", "control_rejected", "transitions_oversize",
+)  # fmt: skip
+_STATUS_FLOAT = ("env_steps_per_s", "time_unix", "recent_return")  # recent_return: or null
+
+
+def _finite(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+def _check_status(fields: dict[str, Any]) -> None:
+    if fields.get("state") not in get_args(ActorState):
+        raise CodecError("bad_header", f"status state {fields.get('state')!r}")
+    bad = [k for k in _STATUS_STR if k in fields and not isinstance(fields[k], str)]
+    bad += [k for k in _STATUS_COUNTERS if k in fields and not _count(fields[k])]
+    bad += [
+        k for k in _STATUS_FLOAT
+        if k in fields and not _finite(fields[k]) and (k, fields[k]) != ("recent_return", None)
+    ]  # fmt: skip
+    if bad:
+        raise CodecError("bad_header", f"status fields {bad} mistyped")
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
 def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
     header, _ = _unpack(data, MAGIC_STATUS, max_bytes)
     fields = _known(ActorStatus, header)
+    _check_status(fields)
     if "breakdown" in fields:  # optional: older actors do not send it
         fields["breakdown"] = _breakdown(fields["breakdown"])
     try:
@@ -236,6 +275,8 @@ def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
         raise CodecError("bad_header", "control credits must map actor ids to integers")
     if default is not None and (not isinstance(default, int) or isinstance(default, bool)):
         raise CodecError("bad_header", "control default_credit must be an integer or null")
+    if not isinstance(header.get("reason", ""), str):  # fuzzing found "reason": null taken
+        raise CodecError("bad_header", "control reason must be a string")
     try:
         return ControlMessage(**_known(ControlMessage, header))
     except TypeError as e:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
 from edge_rl.specs import EnvSpec
 from edge_rl.transport import codec
+from edge_rl.transport.envelope import pack
 from edge_rl.types import TransitionBatch
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
+
+
+def raw_header(payload: bytes, old: bytes, new: bytes) -> bytes:
+    """``payload`` with ``old`` replaced by ``new`` in its header text, prefix recomputed."""
+    hlen = struct.unpack_from("<I", payload, 6)[0]
+    header = payload[10 : 10 + hlen].replace(old, new)
+    return payload[:6] + struct.pack("<I", len(header)) + header + payload[10 + hlen :]
 
 
 def _record(n_shape: tuple[int, ...]) -> TransitionBatch:
@@ -30,3 +40,41 @@ def test_validate_batch_refuses_a_record_without_rows(record):
     with pytest.raises(codec.CodecError) as err:
         codec.validate_batch(record, CARTPOLE)
     assert err.value.reason == "shape"
+
+
+def _status(**header) -> bytes:
+    base = {"actor_id": "sim-00", "state": "running", "env_steps": 10, "recent_return": None}
+    return pack(codec.MAGIC_STATUS, {**base, **header})
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        _status(actor_id=None),
+        _status(state="exploding"),
+        _status(env_steps="many"),
+        _status(policy_version=-1),
+        _status(batches_sent=True),
+        _status(board=7),
+        _status(recent_return="23"),
+        raw_header(_status(), b'"env_steps":10', b'"time_unix":1e999,"env_steps":10'),
+    ],
+    ids=["actor_id null", "unknown state", "env_steps a string", "negative version",
+         "a bool counter", "board an int", "recent_return a string", "time_unix 1e999"],
+)  # fmt: skip
+def test_decode_status_refuses_mistyped_fields(payload):
+    with pytest.raises(codec.CodecError) as err:
+        codec.decode_status(payload)
+    assert err.value.reason == "bad_header"
+
+
+def test_decode_status_still_takes_a_null_recent_return_and_missing_fields():
+    status = codec.decode_status(_status())
+    assert status.recent_return is None and status.board == "" and status.env_steps == 10
+
+
+def test_decode_control_refuses_a_reason_that_is_not_a_string():
+    payload = pack(codec.MAGIC_CONTROL, {"state": "running", "reason": None})
+    with pytest.raises(codec.CodecError) as err:
+        codec.decode_control(payload)
+    assert err.value.reason == "bad_header"
