@@ -42,6 +42,8 @@ def compress_model(
 
 def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
     if codec == "none":
+        if len(payload) > max_bytes:  # fuzzing found "none" skipped the bound (§6: too_large)
+            raise CodecError("too_large", f"model of {len(payload)} bytes > limit {max_bytes}")
         return bytes(payload)
     if codec == "blocks":
         return blocks.decode(payload, max_bytes)
@@ -54,6 +56,12 @@ def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
         raise CodecError("bad_model", f"model does not decompress: {e}") from None
     if len(out) > max_bytes or d.unconsumed_tail:
         raise CodecError("too_large", f"model decompresses past {max_bytes} bytes")
+    # Fuzzing found a cut stream (even b"") inflated to its first bytes and was accepted, and
+    # bytes after the stream were ignored: one complete RFC 1950 stream, nothing after it.
+    if not d.eof:
+        raise CodecError("truncated", "the zlib stream ends before its end marker")
+    if d.unused_data:
+        raise CodecError("bad_model", f"{len(d.unused_data)} bytes after the zlib stream")
     return out
 
 

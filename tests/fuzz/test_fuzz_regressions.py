@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -78,3 +79,26 @@ def test_decode_control_refuses_a_reason_that_is_not_a_string():
     with pytest.raises(codec.CodecError) as err:
         codec.decode_control(payload)
     assert err.value.reason == "bad_header"
+
+
+_STREAM = zlib.compress(b"a model of some bytes" * 20, 9)
+
+
+@pytest.mark.parametrize(
+    "payload,reason",
+    [(b"", "truncated"), (_STREAM[:-4], "truncated"), (_STREAM[:2], "truncated"),
+     (_STREAM + b"\0", "bad_model"), (_STREAM + _STREAM, "bad_model")],
+    ids=["empty: inflated to b''", "adler-32 cut off", "zlib header only",
+         "a byte after the stream", "two streams"],
+)  # fmt: skip
+def test_decompress_zlib_needs_one_complete_stream(payload, reason):
+    with pytest.raises(codec.CodecError) as err:
+        codec.decompress_model(payload, "zlib", 10_000)
+    assert err.value.reason == reason
+
+
+def test_decompress_none_is_bounded_too():
+    assert codec.decompress_model(b"x" * 100, "none", 100) == b"x" * 100
+    with pytest.raises(codec.CodecError) as err:
+        codec.decompress_model(b"x" * 101, "none", 100)
+    assert err.value.reason == "too_large"
