@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 
@@ -102,3 +103,75 @@ def test_decompress_none_is_bounded_too():
     with pytest.raises(codec.CodecError) as err:
         codec.decompress_model(b"x" * 101, "none", 100)
     assert err.value.reason == "too_large"
+
+
+def _manifest(**changes) -> dict:
+    m = {
+        "policy_version": 3, "algo": "dqn", "env_id": "CartPole-v1",
+        "env_spec": {"obs_shape": [4], "num_actions": 2, "action_shape": [],
+                     "action_low": [], "action_high": []},
+        "precision": "int8", "input_quant": {"dtype": "float32", "scale": 0.0, "zero_point": 0},
+        "output_quant": {"dtype": "float32", "scale": 0.0, "zero_point": 0},
+        "obs_mean": [0.0] * 4, "obs_std": [1.0] * 4, "exploration": {"epsilon": 0.05},
+        "learner_step": 1500, "model_sha256": "ab" * 32, "model_size": 4704, "codec": "zlib",
+        "output_kind": "q_values", "run_id": "r1", "created_unix": 1.0, "extra": {},
+    }  # fmt: skip
+    for key, value in changes.items():
+        if key.startswith("spec_"):
+            m["env_spec"] = {**m["env_spec"], key[5:]: value}
+        else:
+            m[key] = value
+    return m
+
+
+MISTYPED = {
+    "algo null (became 'None')": _manifest(algo=None),
+    "env_id an int": _manifest(env_id=7),
+    "codec a list": _manifest(codec=["zlib"]),
+    "run_id null": _manifest(run_id=None),
+    "learner_step 1.5 (became 1)": _manifest(learner_step=1.5),
+    "model_size a string": _manifest(model_size="4704"),
+    "model_size true": _manifest(model_size=True),
+    "obs_mean a string (became digits)": _manifest(obs_mean="1234"),
+    "obs_std 0": _manifest(obs_std=[1.0, 0.0, 1.0, 1.0]),
+    "obs_shape strings": _manifest(spec_obs_shape=["4"]),
+    "obs_shape 4.5 (became 4)": _manifest(spec_obs_shape=[4.5]),
+    "num_actions 2.0": _manifest(spec_num_actions=2.0),
+    "num_actions -1 on a box": _manifest(
+        spec_num_actions=-1, spec_action_shape=[1], spec_action_low=[-1.0], spec_action_high=[1.0]
+    ),
+    "scale a string": _manifest(input_quant={"dtype": "float32", "scale": "0", "zero_point": 0}),
+    "zero_point 0.5": _manifest(output_quant={"dtype": "int8", "scale": 0.1, "zero_point": 0.5}),
+    "extra a list of pairs (became a dict)": _manifest(extra=[["a", 1]]),
+    "created_unix a string": _manifest(created_unix="1.0"),
+}
+
+
+@pytest.mark.parametrize("header", MISTYPED.values(), ids=MISTYPED.keys())
+def test_a_signed_mistyped_manifest_is_bad_manifest(header):
+    from edge_rl.transport.envelope import MAGIC_POLICY, pack_signed
+    from edge_rl.transport.signing import Signer
+
+    signer = Signer.generate()
+    payload = pack_signed(MAGIC_POLICY, header, b"model", signer.sign, signer.key_id)
+    with pytest.raises(codec.CodecError) as err:
+        codec.decode_policy(payload, signer.verifier())
+    assert err.value.reason == "bad_manifest"
+
+
+def test_a_signed_1e999_created_unix_is_bad_manifest():
+    from edge_rl.transport.envelope import _PREFIX, MAGIC_POLICY
+    from edge_rl.transport.signing import Signer
+
+    signer = Signer.generate()
+    text = json.dumps(_manifest()).replace('"created_unix": 1.0', '"created_unix": 1e999')
+    signed = _PREFIX.pack(MAGIC_POLICY, 2, len(text)) + text.encode()
+    payload = signed + signer.key_id + signer.sign(signed) + b"model"
+    with pytest.raises(codec.CodecError) as err:
+        codec.decode_policy(payload, signer.verifier())
+    assert err.value.reason == "bad_manifest"
+
+
+def test_a_well_typed_manifest_still_decodes():
+    m = codec.manifest_from_dict(_manifest())
+    assert m.model_size == 4704 and m.obs_std == (1.0,) * 4
