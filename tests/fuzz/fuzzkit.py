@@ -497,3 +497,32 @@ def control_violation(data: bytes, max_bytes: int = 65536) -> str | None:
     if not isinstance(h.get("reason", ""), str):
         return "reason"
     return None
+
+
+# --- running LiteRT where a crash cannot take the test process with it ----------------------
+
+
+def in_child(fn) -> tuple[str, Any]:
+    """``fn()`` in a forked child: ``("ok", its result)``, ``("raised", "Type: message")``,
+    or ``("crashed", signal number)`` when the child died (LiteRT segfaults on some models)."""
+    import os
+    import pickle
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(r)
+        try:
+            out = ("ok", fn())
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            out = ("raised", f"{type(e).__name__}: {e}")
+        with os.fdopen(w, "wb") as f:
+            f.write(pickle.dumps(out))
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return "crashed", os.WTERMSIG(status)
+    return pickle.loads(data)
