@@ -99,6 +99,19 @@ def _numbers(v: Any) -> bool:
     return isinstance(v, list) and all(_number(x) for x in v)
 
 
+def _finite_json(value: Any) -> bool:
+    """No inf anywhere inside (JSON's 1e999 parses as inf; fuzzing found a free-form
+    ``extra`` carried it in, and the bundle could then not be encoded again). Iterative: the
+    header parser allows nesting as deep as the recursion limit."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        stack.extend(v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())
+    return True
+
+
 def _mistyped(d: dict[str, Any]) -> str | None:
     """The first field of ``d`` whose JSON type (or range) §4 does not allow, or None."""
     for key in _STRINGS + tuple(k for k in _OPTIONAL_STRINGS if k in d):
@@ -106,7 +119,7 @@ def _mistyped(d: dict[str, Any]) -> str | None:
             return key
     if "created_unix" in d and not _number(d["created_unix"]):
         return "created_unix"
-    if "extra" in d and not isinstance(d["extra"], dict):
+    if "extra" in d and not (isinstance(d["extra"], dict) and _finite_json(d["extra"])):
         return "extra"
     for key in ("learner_step", "model_size"):
         if type(d.get(key)) is not int or d[key] < 0:

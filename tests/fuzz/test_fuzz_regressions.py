@@ -162,12 +162,19 @@ def test_a_signed_mistyped_manifest_is_bad_manifest(header):
     assert err.value.reason == "bad_manifest"
 
 
-def test_a_signed_1e999_created_unix_is_bad_manifest():
+@pytest.mark.parametrize(
+    "old,new",
+    [('"created_unix": 1.0', '"created_unix": 1e999'),
+     ('"extra": {}', '"extra": {"a": [1, {"b": -1e999}]}')],
+    ids=["created_unix 1e999", "1e999 deep in extra: decoded, then could not be re-encoded"],
+)  # fmt: skip
+def test_a_signed_1e999_is_bad_manifest(old, new):
     from edge_rl.transport.envelope import _PREFIX, MAGIC_POLICY
     from edge_rl.transport.signing import Signer
 
     signer = Signer.generate()
-    text = json.dumps(_manifest()).replace('"created_unix": 1.0', '"created_unix": 1e999')
+    text = json.dumps(_manifest()).replace(old, new)
+    assert new in text
     signed = _PREFIX.pack(MAGIC_POLICY, 2, len(text)) + text.encode()
     payload = signed + signer.key_id + signer.sign(signed) + b"model"
     with pytest.raises(codec.CodecError) as err:
