@@ -103,6 +103,8 @@ def _int8_model() -> tuple[bytes, bytes, object]:
 
 @pytest.fixture(scope="session")
 def seeds() -> Seeds:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from edge_rl.transport import codec
     from edge_rl.transport.signing import Signer
     from edge_rl.types import ActorStatus, ControlMessage, PolicyBundle, PolicyManifest
@@ -111,7 +113,9 @@ def seeds() -> Seeds:
     cart_spec, cart = _rollout("CartPole-v1", 48, "sim-00")  # holds an episode end
     pend_spec, pend = _rollout("Pendulum-v1", 16, "sim-01")
     model, blocks, exported = _int8_model()
-    signer = Signer.generate()
+    # Fixed key and times: the seeds are byte-identical on every run, so derandomized cases
+    # are too (a fresh key would change every signature byte the mutations land on).
+    signer = Signer(Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"fuzz").digest()))
 
     def bundle(payload: bytes, codec_name: str) -> bytes:
         manifest = PolicyManifest(
@@ -120,7 +124,7 @@ def seeds() -> Seeds:
             output_quant=exported.output_quant, obs_mean=exported.obs_mean,
             obs_std=exported.obs_std, exploration={"epsilon": 0.05}, learner_step=1500,
             model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
-            codec=codec_name, run_id="fuzz", created_unix=time.time(), extra={"seed": 0},
+            codec=codec_name, run_id="fuzz", created_unix=1_760_000_000.0, extra={"seed": 0},
         )  # fmt: skip
         return codec.encode_policy(PolicyBundle(manifest, payload), signer)
 
@@ -129,7 +133,7 @@ def seeds() -> Seeds:
         actor_id="sim-00", state="running", board="rpi4", runtime="ai_edge_litert",
         policy_version=3, env_steps=2331, episodes=97, transitions_sent=2304, batches_sent=36,
         batches_dropped=1, policies_rejected=2, control_rejected=0, transitions_oversize=0,
-        env_steps_per_s=412.5, recent_return=23.4, time_unix=time.time(),
+        env_steps_per_s=412.5, recent_return=23.4, time_unix=1_760_000_000.25,
         breakdown={"env_step": 1.25, "inference": 0.5, "exploration": 0.01, "publish": 0.2,
                    "emulation": 0.0, "idle": 3.04, "wall": 5.0, "policy_receive": 0.02,
                    "model_load": 0.07},

@@ -281,6 +281,19 @@ def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
 _QUANT_KEYS = {"dtype", "scale", "zero_point"}
 
 
+def _json_finite(v: Any) -> bool:
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return False
+        if isinstance(x, dict):
+            todo.extend(x.values())
+        elif isinstance(x, list):
+            todo.extend(x)
+    return True
+
+
 def manifest_violation(d: dict) -> str | None:
     """§4's table: required fields present with their JSON types, values in range."""
     v = d.get("policy_version")
@@ -294,8 +307,8 @@ def manifest_violation(d: dict) -> str | None:
             return key
     if "created_unix" in d and not is_num(d["created_unix"]):
         return "created_unix"
-    if "extra" in d and not isinstance(d["extra"], dict):
-        return "extra"
+    if "extra" in d and (not isinstance(d["extra"], dict) or not _json_finite(d["extra"])):
+        return "extra"  # free-form, but §3: no NaN or Infinity in a header (1e999 is inf)
     for key in ("learner_step", "model_size"):
         if not is_int(d.get(key)):
             return key
@@ -526,3 +539,21 @@ def in_child(fn) -> tuple[str, Any]:
     if os.WIFSIGNALED(status):
         return "crashed", os.WTERMSIG(status)
     return pickle.loads(data)
+
+
+def fuzz(budget, strategy: st.SearchStrategy, check) -> int:
+    """Run ``check(case)`` on ``budget.max_examples`` cases of ``strategy`` (hypothesis with
+    the profile ``budget``), and fail unless that many were run: the suite promises them."""
+    from hypothesis import given
+
+    calls = [0]
+
+    @budget
+    @given(case=strategy)
+    def run(case):
+        calls[0] += 1
+        check(case)
+
+    run()
+    assert calls[0] >= budget.max_examples, f"only {calls[0]} cases ran"
+    return calls[0]

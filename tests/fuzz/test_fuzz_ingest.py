@@ -16,7 +16,6 @@ import logging
 import fuzzkit as fk
 import pytest
 from conftest import BUDGETS
-from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_transitions import payloads
 
@@ -30,12 +29,13 @@ TOPICS = Topics(run="fuzz")
 INGEST_REASONS = fk.CODEC_REASONS | {"actor_mismatch", "unknown_policy", "stale"}
 
 
-def topics_for(actor_id: str) -> st.SearchStrategy[str]:
-    return st.sampled_from(
-        [TOPICS.transitions(actor_id)] * 4
-        + [TOPICS.transitions("sim-99"), TOPICS.status(actor_id), "edge-rl/other/actors/x/y",
-           TOPICS.base + "/actors//transitions", ""]
-    )  # fmt: skip
+# The actor's own transitions topic mostly; else another actor's, its status topic, others.
+topic_choices = st.sampled_from(
+    [TOPICS.transitions] * 4
+    + [lambda _: TOPICS.transitions("sim-99"), TOPICS.status,
+       lambda _: "edge-rl/other/actors/x/y", lambda _: TOPICS.base + "/actors//transitions",
+       lambda _: ""]
+)  # fmt: skip
 
 
 def check_ingest(topic: str, payload: bytes, spec, latest: int) -> None:
@@ -86,16 +86,14 @@ def quiet_ingest():
 
 @BUDGETS
 def test_fuzz_ingest_handle(seeds, budget, quiet_ingest):
-    @budget
-    @given(case=payloads(seeds), data=st.data(), latest=st.sampled_from([3, 3, 3, 2, 0]))
-    def run(case, data, latest):
-        payload, spec = case
-        actor = "sim-00" if spec == seeds.cartpole_spec else "sim-01"
-        topic = data.draw(topics_for(actor))
+    def run(case):
+        (payload, spec), topic_choice, latest = case
+        topic = topic_choice("sim-00" if spec == seeds.cartpole_spec else "sim-01")
         check_ingest(topic, payload, spec, latest)
         check_internal_error_path(topic, payload, spec)
 
-    run()
+    cases = st.tuples(payloads(seeds), topic_choices, st.sampled_from([3, 3, 3, 2, 0]))
+    fk.fuzz(budget, cases, run)
 
 
 def test_the_seeds_are_ingested(seeds):

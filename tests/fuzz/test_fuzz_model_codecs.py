@@ -105,34 +105,29 @@ def check(payload: bytes, name: str, max_bytes: int, expected: bytes | None) -> 
 
 @BUDGETS
 def test_fuzz_zlib(seeds, budget):
-    @budget
-    @given(case=zlib_case(seeds))
     def run(case):
         data, max_bytes = case
         check(data, "zlib", max_bytes, fk.zlib_reference(data, max_bytes))
 
-    run()
+    fk.fuzz(budget, zlib_case(seeds), run)
 
 
 @BUDGETS
 def test_fuzz_none(seeds, budget):
-    @budget
-    @given(data=fk.byte_mutation([seeds.model], 20_000), max_bytes=limits(seeds.model))
-    def run(data, max_bytes):
+    def run(case):
+        data, max_bytes = case
         check(data, "none", max_bytes, data if len(data) <= max_bytes else None)
 
-    run()
+    fk.fuzz(budget, st.tuples(fk.byte_mutation([seeds.model], 20_000), limits(seeds.model)), run)
 
 
 @BUDGETS
 def test_fuzz_blocks(seeds, budget):
-    @budget
-    @given(case=blocks_case(seeds))
     def run(case):
         data, max_bytes = case
         check(data, "blocks", max_bytes, fk.blocks_reference(data, max_bytes))
 
-    run()
+    fk.fuzz(budget, blocks_case(seeds), run)
 
 
 @pytest.mark.parametrize("name", ["zlib", "none", "blocks"])

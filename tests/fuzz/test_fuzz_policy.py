@@ -17,7 +17,6 @@ import json
 
 import fuzzkit as fk
 from conftest import BUDGETS
-from hypothesis import given
 from hypothesis import strategies as st
 
 from edge_rl.transport import codec
@@ -83,9 +82,4 @@ def test_the_seeds_are_valid(seeds):
 
 @BUDGETS
 def test_fuzz_decode_policy(seeds, budget):
-    @budget
-    @given(payload=payloads(seeds))
-    def run(payload):
-        check_policy(payload, seeds)
-
-    run()
+    fk.fuzz(budget, payloads(seeds), lambda payload: check_policy(payload, seeds))

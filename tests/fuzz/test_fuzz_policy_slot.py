@@ -26,7 +26,7 @@ import fuzzkit as fk
 import numpy as np
 import pytest
 from conftest import NORMAL, SLOW
-from hypothesis import given, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from test_fuzz_policy import resigned, split_signed
 
@@ -83,11 +83,6 @@ def check_load(payload: bytes, seeds) -> str:
 def test_fuzz_policy_slot_load(seeds, budget):
     tally: Counter[str] = Counter()
 
-    @budget
-    @given(
-        case=st.tuples(st.just(False), resigned(seeds))
-        | st.tuples(st.just(True), mutated_model(seeds))
-    )
     def run(case):
         # Only changed model bytes can crash LiteRT; a changed manifest around the real model
         # is loaded in this process (a fork costs tens of milliseconds next to TensorFlow).
@@ -103,7 +98,10 @@ def test_fuzz_policy_slot_load(seeds, budget):
         # the contract is still checked on every other case.
         tally[f"LiteRT crashed (signal {outcome})" if kind == "crashed" else outcome] += 1
 
-    run()
+    cases = st.tuples(st.just(False), resigned(seeds)) | st.tuples(
+        st.just(True), mutated_model(seeds)
+    )
+    fk.fuzz(budget, cases, run)
     print("policy slot outcomes:", dict(tally.most_common()))  # pytest -s shows it
 
 

@@ -11,7 +11,6 @@ import dataclasses
 
 import fuzzkit as fk
 from conftest import BUDGETS
-from hypothesis import given
 from hypothesis import strategies as st
 
 from edge_rl.transport import codec
@@ -38,22 +37,20 @@ def check(payload: bytes, decode, encode, violation) -> None:
 
 @BUDGETS
 def test_fuzz_decode_status(seeds, budget):
-    @budget
-    @given(payload=payloads(seeds.status))
-    def run(payload):
-        check(payload, codec.decode_status, codec.encode_status, fk.status_violation)
-
-    run()
+    fk.fuzz(
+        budget,
+        payloads(seeds.status),
+        lambda p: check(p, codec.decode_status, codec.encode_status, fk.status_violation),
+    )
 
 
 @BUDGETS
 def test_fuzz_decode_control(seeds, budget):
-    @budget
-    @given(payload=payloads(seeds.control))
-    def run(payload):
-        check(payload, codec.decode_control, codec.encode_control, fk.control_violation)
-
-    run()
+    fk.fuzz(
+        budget,
+        payloads(seeds.control),
+        lambda p: check(p, codec.decode_control, codec.encode_control, fk.control_violation),
+    )
 
 
 def test_the_seeds_are_valid(seeds):

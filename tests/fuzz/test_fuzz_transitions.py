@@ -16,7 +16,6 @@ import struct
 import fuzzkit as fk
 import numpy as np
 from conftest import BUDGETS
-from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -120,12 +119,7 @@ def test_the_seeds_are_valid(seeds):
 
 @BUDGETS
 def test_fuzz_decode_transitions(seeds, budget):
-    @budget
-    @given(case=payloads(seeds))
-    def run(case):
-        check_transitions(*case)
-
-    run()
+    fk.fuzz(budget, payloads(seeds), lambda case: check_transitions(*case))
 
 
 # --- validate_batch on records (not payloads): what a caller may build by hand ----------
@@ -187,9 +181,7 @@ def record_violation(b: TransitionBatch, spec) -> str | None:
 def test_fuzz_validate_batch(seeds, budget):
     specs = st.sampled_from([seeds.cartpole_spec, seeds.pendulum_spec])
 
-    @budget
-    @given(case=specs.flatmap(lambda s: st.tuples(st.just(s), batches(s))))
-    def run(case):
+    def check(case):
         spec, batch = case
         why = record_violation(batch, spec)
         try:
@@ -200,7 +192,7 @@ def test_fuzz_validate_batch(seeds, budget):
             return
         assert why is None, f"an invalid record was accepted: {why}"
 
-    run()
+    fk.fuzz(budget, specs.flatmap(lambda s: st.tuples(st.just(s), batches(s))), check)
 
 
 def test_a_header_length_past_the_end_is_truncated(seeds):
