@@ -154,13 +154,17 @@ class PolicySlot:
             )
         # Fuzzing found models that load but fail on their first invoke (RuntimeError: "input
         # tensor lacks data"); the actor loop calls the runner unguarded, so run it once here,
-        # on a zero observation, and refuse a model that cannot run (§7 load_failed).
+        # on a zero observation, and refuse a model that cannot run (§7 load_failed). Straight
+        # on the interpreter: a load-time check (in model_load), not one of the loop's calls.
+        interp = runner._interp
         try:
-            row = runner(np.zeros(spec.obs_shape, np.float32))
-        except (RuntimeError, ValueError, IndexError) as e:
+            interp.set_tensor(runner._in_index, np.zeros(runner.input_shape, np.float32))
+            interp.invoke()
+            shape = interp.get_tensor(runner._out_index).shape
+        except (RuntimeError, ValueError) as e:
             raise CodecError("load_failed", f"the model does not run: {e}") from None
-        if row.shape != out:
-            raise CodecError("load_failed", f"the model outputs {row.shape}, expected {out}")
+        if shape != (1, *out):
+            raise CodecError("load_failed", f"the model outputs {shape}, expected {(1, *out)}")
         return runner
 
     def _verify(self, payload: bytes) -> tuple[PolicyManifest, bytes]:
