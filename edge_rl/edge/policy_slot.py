@@ -27,6 +27,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.codec import CodecError, decode_policy, decompress_model
@@ -138,6 +140,8 @@ class PolicySlot:
             )
         except ValueError as e:  # float I/O or the tensor bound
             raise CodecError("bad_model", str(e)) from None
+        except RuntimeError as e:  # fuzzing found allocate_tensors failing on a signed model
+            raise CodecError("load_failed", str(e)) from None
         spec = self.spec
         out = (spec.num_actions,) if m.output_kind == "q_values" else spec.action_shape
         if m.output_kind != ("q_values" if spec.discrete else "action"):
@@ -148,6 +152,19 @@ class PolicySlot:
                 f"model maps {runner.input_shape} -> {runner.output_shape}; this env needs "
                 f"{(1, *spec.obs_shape)} -> {(1, *out)}",
             )
+        # Fuzzing found models that load but fail on their first invoke (RuntimeError: "input
+        # tensor lacks data"); the actor loop calls the runner unguarded, so run it once here,
+        # on a zero observation, and refuse a model that cannot run (§7 load_failed). Straight
+        # on the interpreter: a load-time check (in model_load), not one of the loop's calls.
+        interp = runner._interp
+        try:
+            interp.set_tensor(runner._in_index, np.zeros(runner.input_shape, np.float32))
+            interp.invoke()
+            shape = interp.get_tensor(runner._out_index).shape
+        except (RuntimeError, ValueError) as e:
+            raise CodecError("load_failed", f"the model does not run: {e}") from None
+        if shape != (1, *out):
+            raise CodecError("load_failed", f"the model outputs {shape}, expected {(1, *out)}")
         return runner
 
     def _verify(self, payload: bytes) -> tuple[PolicyManifest, bytes]:

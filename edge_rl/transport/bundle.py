@@ -5,6 +5,7 @@ body (docs/protocol.md §4). The "blocks" model codec is in ``blocks``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,8 @@ def compress_model(
 
 def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
     if codec == "none":
+        if len(payload) > max_bytes:  # fuzzing found "none" skipped the bound (§6: too_large)
+            raise CodecError("too_large", f"model of {len(payload)} bytes > limit {max_bytes}")
         return bytes(payload)
     if codec == "blocks":
         return blocks.decode(payload, max_bytes)
@@ -54,6 +57,12 @@ def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
         raise CodecError("bad_model", f"model does not decompress: {e}") from None
     if len(out) > max_bytes or d.unconsumed_tail:
         raise CodecError("too_large", f"model decompresses past {max_bytes} bytes")
+    # Fuzzing found a cut stream (even b"") inflated to its first bytes and was accepted, and
+    # bytes after the stream were ignored: one complete RFC 1950 stream, nothing after it.
+    if not d.eof:
+        raise CodecError("truncated", "the zlib stream ends before its end marker")
+    if d.unused_data:
+        raise CodecError("bad_model", f"{len(d.unused_data)} bytes after the zlib stream")
     return out
 
 
@@ -69,6 +78,74 @@ EXPLORATION_RANGES = {"epsilon": (0.0, 1.0), "sigma": (0.0, 1.0)}
 MAX_POLICY_VERSION = 2**53 - 1  # exact in every JSON reader
 
 
+# Fuzzing found that manifest_from_dict coerced what it read: "algo": null became "None",
+# "learner_step": 1.5 became 1, "obs_mean": "123" became (1.0, 2.0, 3.0), "obs_shape":
+# ["4"] became (4,), "created_unix": 1e999 became inf. docs/protocol.md §4: a missing or
+# ill-typed field is bad_manifest, so every field's JSON type is checked before it is read.
+_STRINGS = ("algo", "env_id", "precision", "model_sha256", "codec")
+_OPTIONAL_STRINGS = ("output_kind", "run_id")
+_QUANT_KEYS = frozenset(("dtype", "scale", "zero_point"))
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+def _ints(v: Any, low: int) -> bool:
+    return isinstance(v, list) and all(type(x) is int and x >= low for x in v)
+
+
+def _numbers(v: Any) -> bool:
+    return isinstance(v, list) and all(_number(x) for x in v)
+
+
+def _finite_json(value: Any) -> bool:
+    """No inf anywhere inside (JSON's 1e999 parses as inf; fuzzing found a free-form
+    ``extra`` carried it in, and the bundle could then not be encoded again). Iterative: the
+    header parser allows nesting as deep as the recursion limit."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        stack.extend(v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())
+    return True
+
+
+def _mistyped(d: dict[str, Any]) -> str | None:
+    """The first field of ``d`` whose JSON type (or range) §4 does not allow, or None."""
+    for key in _STRINGS + tuple(k for k in _OPTIONAL_STRINGS if k in d):
+        if not isinstance(d.get(key), str):
+            return key
+    if "created_unix" in d and not _number(d["created_unix"]):
+        return "created_unix"
+    if "extra" in d and not (isinstance(d["extra"], dict) and _finite_json(d["extra"])):
+        return "extra"
+    for key in ("learner_step", "model_size"):
+        if type(d.get(key)) is not int or d[key] < 0:
+            return key
+    spec = d.get("env_spec")
+    if not isinstance(spec, dict) or not (
+        _ints(spec.get("obs_shape"), 1) and _ints(spec.get("action_shape", []), 1)
+        and type(spec.get("num_actions", 0)) is int and spec.get("num_actions", 0) >= 0
+        and _numbers(spec.get("action_low", [])) and _numbers(spec.get("action_high", []))
+    ):  # fmt: skip
+        return "env_spec"
+    for key in ("input_quant", "output_quant"):
+        q = d.get(key)
+        if not isinstance(q, dict) or not set(q) <= _QUANT_KEYS or not (
+            isinstance(q.get("dtype"), str) and _number(q.get("scale", 0.0))
+            and type(q.get("zero_point", 0)) is int
+        ):  # fmt: skip
+            return key
+    for key in ("obs_mean", "obs_std"):  # informational (§4.1): their length is not checked
+        if not _numbers(d.get(key)):
+            return key
+    if not all(s > 0 for s in d["obs_std"]):
+        return "obs_std"
+    return None
+
+
 def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
     version = d.get("policy_version") if isinstance(d, dict) else None
     if type(version) is not int or not 1 <= version <= MAX_POLICY_VERSION:
@@ -82,6 +159,9 @@ def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
         raise CodecError(
             "bad_manifest", f"exploration {exploration!r}: known keys, in {EXPLORATION_RANGES}"
         )
+    wrong = _mistyped(d)
+    if wrong:
+        raise CodecError("bad_manifest", f"field {wrong!r} missing, mistyped or out of range")
     try:
         return PolicyManifest(
             policy_version=version,

@@ -35,7 +35,12 @@ from edge_rl.transport.envelope import (  # noqa: F401 - re-exported
 from edge_rl.transport.envelope import field as _field
 from edge_rl.transport.envelope import pack as _pack
 from edge_rl.transport.envelope import unpack as _unpack
-from edge_rl.types import BREAKDOWN_KEYS, ActorStatus, ControlMessage, TransitionBatch
+from edge_rl.types import (
+    BREAKDOWN_KEYS,
+    ActorStatus,
+    ControlMessage,
+    TransitionBatch,
+)
 
 # Wire dtypes: little-endian numpy type strings. Booleans travel as uint8 (0/1).
 _F32, _I64, _U8 = "<f4", "<i8", "|u1"
@@ -144,6 +149,10 @@ def validate_batch(
     batch: TransitionBatch, spec: EnvSpec, raw_flags: tuple[np.ndarray, ...] = ()
 ) -> None:
     """Shapes and dtypes against ``spec``, finite values, actions inside the action space."""
+    # Fuzzing found: a hand-built record with a 0-d reward made len() raise IndexError, and
+    # one with no rows made the discrete range check's min() raise ValueError. Refuse both.
+    if batch.reward.ndim != 1 or batch.reward.shape[0] == 0:
+        raise CodecError("shape", f"reward shape {batch.reward.shape}, expected (n,), n > 0")
     n = len(batch)
     obs_shape = (n, *spec.obs_shape)
     for name in ("obs", "next_obs"):
@@ -259,6 +268,8 @@ def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
         raise CodecError("bad_header", "control credits must map actor ids to integers")
     if default is not None and (not isinstance(default, int) or isinstance(default, bool)):
         raise CodecError("bad_header", "control default_credit must be an integer or null")
+    if not isinstance(header.get("reason", ""), str):  # fuzzing found "reason": null taken
+        raise CodecError("bad_header", "control reason must be a string")
     try:
         return ControlMessage(**_known(ControlMessage, header))
     except TypeError as e:

@@ -1,0 +1,152 @@
+"""Hypothesis profiles for the fuzz suite, and its seeds: real payloads of real encoders.
+
+Two budgets (``BUDGETS``): every decoder test runs 1,000 cases in the normal suite and
+10,000 in its ``slow``-marked variant (``pytest -m slow tests/fuzz``). Both are
+derandomized (CI sees the same cases every run) and have no deadline (no timing asserts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).parent))  # fuzzkit.py, the suite's shared parts
+
+_COMMON = dict(
+    derandomize=True,
+    deadline=None,
+    database=None,  # derandomized: nothing to replay from a database
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("fuzz", max_examples=1_000, **_COMMON)
+settings.register_profile("fuzz-slow", max_examples=10_000, **_COMMON)
+NORMAL, SLOW = settings.get_profile("fuzz"), settings.get_profile("fuzz-slow")
+BUDGETS = pytest.mark.parametrize(
+    "budget",
+    [pytest.param(NORMAL, id="1000"), pytest.param(SLOW, id="10000", marks=pytest.mark.slow)],
+)
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Real payloads: transition batches from gymnasium rollouts, signed policy bundles
+    around a real int8 export (zlib and blocks coded), a status and a control message."""
+
+    cartpole: bytes
+    pendulum: bytes
+    model: bytes  # the int8 .tflite, uncompressed
+    zlib_model: bytes
+    blocks_model: bytes
+    policy_zlib: bytes
+    policy_blocks: bytes
+    status: bytes
+    control: bytes
+    signer: object
+    cartpole_spec: object
+    pendulum_spec: object
+
+
+def _rollout(env_id: str, steps: int, actor_id: str):
+    import gymnasium as gym
+
+    from edge_rl.specs import EnvSpec
+    from edge_rl.types import TransitionBatch
+
+    env = gym.make(env_id)
+    spec = EnvSpec.from_gym(env.observation_space, env.action_space)
+    env.action_space.seed(0)
+    obs, _ = env.reset(seed=0)
+    rows = []
+    for _ in range(steps):
+        action = env.action_space.sample()
+        next_obs, reward, term, trunc, _ = env.step(action)
+        rows.append((obs, action, reward, next_obs, term, trunc))
+        obs = env.reset()[0] if term or trunc else next_obs
+    env.close()
+    cols = list(zip(*rows, strict=True))
+    batch = TransitionBatch(
+        actor_id=actor_id, session=4_503_599_627_370_495, seq=11, policy_version=3,
+        obs=np.asarray(cols[0], np.float32),
+        action=np.asarray(cols[1], np.int64 if spec.discrete else np.float32),
+        reward=np.asarray(cols[2], np.float32), next_obs=np.asarray(cols[3], np.float32),
+        terminated=np.asarray(cols[4], bool), truncated=np.asarray(cols[5], bool),
+    )  # fmt: skip
+    return spec, batch
+
+
+def _int8_model() -> tuple[bytes, bytes, object]:
+    """A GST-pruned 4-32-32-2 int8 Q-network as the learner exports it (as in
+    tests/edge/test_policy_slot_blocks.py): its .tflite, its blocks payload, its export."""
+    from edge_rl.agents.dqn.networks import make_q_network
+    from edge_rl.compress.compressor import Compressor
+    from edge_rl.compress.config import CompressionConfig
+    from edge_rl.export.regions import weight_regions
+    from edge_rl.export.tflite import export_policy
+    from edge_rl.transport import codec
+
+    net = make_q_network(4, 2, (32, 32), seed=0)
+    comp = Compressor(CompressionConfig(method="gst", s_shift=0.0), net, total_updates=10)
+    comp.on_updates(1)
+    obs = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+    exported = export_policy(net, obs, "int8", per_channel=False)
+    blocks = codec.compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
+    return exported.tflite, blocks, exported
+
+
+@pytest.fixture(scope="session")
+def seeds() -> Seeds:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from edge_rl.transport import codec
+    from edge_rl.transport.signing import Signer
+    from edge_rl.types import ActorStatus, ControlMessage, PolicyBundle, PolicyManifest
+
+    t0 = time.perf_counter()
+    cart_spec, cart = _rollout("CartPole-v1", 48, "sim-00")  # holds an episode end
+    pend_spec, pend = _rollout("Pendulum-v1", 16, "sim-01")
+    model, blocks, exported = _int8_model()
+    # Fixed key and times: the seeds are byte-identical on every run, so derandomized cases
+    # are too (a fresh key would change every signature byte the mutations land on).
+    signer = Signer(Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"fuzz").digest()))
+
+    def bundle(payload: bytes, codec_name: str) -> bytes:
+        manifest = PolicyManifest(
+            policy_version=3, algo="dqn", env_id="CartPole-v1", env_spec=cart_spec,
+            precision="int8", input_quant=exported.input_quant,
+            output_quant=exported.output_quant, obs_mean=exported.obs_mean,
+            obs_std=exported.obs_std, exploration={"epsilon": 0.05}, learner_step=1500,
+            model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
+            codec=codec_name, run_id="fuzz", created_unix=1_760_000_000.0, extra={"seed": 0},
+        )  # fmt: skip
+        return codec.encode_policy(PolicyBundle(manifest, payload), signer)
+
+    zlib_model = codec.compress_model(model, "zlib")
+    status = ActorStatus(
+        actor_id="sim-00", state="running", board="rpi4", runtime="ai_edge_litert",
+        policy_version=3, env_steps=2331, episodes=97, transitions_sent=2304, batches_sent=36,
+        batches_dropped=1, policies_rejected=2, control_rejected=0, transitions_oversize=0,
+        env_steps_per_s=412.5, recent_return=23.4, time_unix=1_760_000_000.25,
+        breakdown={"env_step": 1.25, "inference": 0.5, "exploration": 0.01, "publish": 0.2,
+                   "emulation": 0.0, "idle": 3.04, "wall": 5.0, "policy_receive": 0.02,
+                   "model_load": 0.07},
+    )  # fmt: skip
+    control = ControlMessage(
+        "running", credits={"sim-00": 2331, "sim-01": 2290}, default_credit=0, reason="credit"
+    )
+    out = Seeds(
+        cartpole=codec.encode_transitions(cart), pendulum=codec.encode_transitions(pend),
+        model=model, zlib_model=zlib_model, blocks_model=blocks,
+        policy_zlib=bundle(zlib_model, "zlib"), policy_blocks=bundle(blocks, "blocks"),
+        status=codec.encode_status(status), control=codec.encode_control(control),
+        signer=signer, cartpole_spec=cart_spec, pendulum_spec=pend_spec,
+    )  # fmt: skip
+    print(f"fuzz seeds made in {time.perf_counter() - t0:.1f} s")
+    return out

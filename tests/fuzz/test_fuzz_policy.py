@@ -1,0 +1,85 @@
+"""Fuzz ``decode_policy``: the signature check, and the manifest parser behind it (§4, §4.4).
+
+Two kinds of cases: byte-level mutations of real signed bundles, as an attacker could send
+them (almost all must fail the signature; a change in the unsigned body is accepted by the
+decoder and caught by the model hash in the slot); and mutated manifests *re-signed* with
+the test's own key, so the mutation really reaches ``manifest_from_dict``.
+
+How each case is judged: ``fuzzkit.policy_violation`` checks the prefix, the key id and the
+Ed25519 signature (with ``cryptography`` directly), then the manifest against §4's table.
+A violation -> ``CodecError`` with a §7 reason; none -> accepted, with the body as sent,
+and the bundle round-trips ``encode_policy``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import fuzzkit as fk
+from conftest import BUDGETS
+from hypothesis import strategies as st
+
+from edge_rl.transport import codec
+from edge_rl.transport.signing import Signer
+
+MAX = 1_000_000
+OTHER = Signer.generate()
+
+
+def split_signed(data: bytes) -> tuple[bytes, bytes, bytes]:
+    """``(prefix + header, key id + signature, body)``."""
+    end = 10 + fk.PREFIX.unpack_from(data)[2]
+    return data[:end], data[end : end + 72], data[end + 72 :]
+
+
+@st.composite
+def resigned(draw, seeds) -> bytes:
+    """A mutated manifest, framed and signed by the seeds' key (or another key)."""
+    signed, _, body = split_signed(draw(st.sampled_from([seeds.policy_zlib, seeds.policy_blocks])))
+    if draw(st.integers(0, 4)):
+        magic, header, _ = fk.split(signed)
+        text = fk.dumps_raw(draw(fk.mutate_json(header)))
+    else:  # raw bytes of the header text: broken JSON, bad UTF-8
+        magic, text = signed[:4], bytearray(signed[10:])
+        for _ in range(draw(st.integers(1, 3))):
+            i = draw(st.integers(0, len(text) - 1))
+            text[i : i + 1] = draw(st.binary(max_size=3))
+        text = bytes(text)
+    framed = fk.frame(magic, text, version=draw(st.sampled_from([2, 2, 2, 2, 1])))
+    signer = seeds.signer if draw(st.integers(0, 9)) else OTHER
+    if draw(st.integers(0, 9)) == 0:
+        body = draw(fk.byte_mutation([body], MAX))
+    return fk.sign(framed, signer) + body
+
+
+def payloads(seeds) -> st.SearchStrategy[bytes]:
+    raw = fk.byte_mutation([seeds.policy_zlib, seeds.policy_blocks], MAX)
+    return raw | resigned(seeds) | resigned(seeds) | resigned(seeds)
+
+
+def check_policy(payload: bytes, seeds) -> None:
+    verifier = seeds.signer.verifier()
+    why = fk.policy_violation(payload, verifier, MAX)
+    try:
+        bundle = codec.decode_policy(payload, verifier, MAX)
+    except codec.CodecError as e:
+        assert e.reason in fk.CODEC_REASONS, e.reason
+        assert why is None or e.reason != "internal_error"
+        assert why is not None, f"a valid bundle was refused: {e}"
+        return
+    assert why is None, f"a malformed bundle was accepted: {why}: {bundle.manifest}"
+    assert bundle.payload == split_signed(payload)[2]
+    as_json = json.loads(json.dumps(codec.manifest_to_dict(bundle.manifest)))
+    assert fk.manifest_violation(as_json) is None
+    assert codec.decode_policy(codec.encode_policy(bundle, seeds.signer), verifier) == bundle
+
+
+def test_the_seeds_are_valid(seeds):
+    for payload in (seeds.policy_zlib, seeds.policy_blocks):
+        assert fk.policy_violation(payload, seeds.signer.verifier(), MAX) is None
+        check_policy(payload, seeds)
+
+
+@BUDGETS
+def test_fuzz_decode_policy(seeds, budget):
+    fk.fuzz(budget, payloads(seeds), lambda payload: check_policy(payload, seeds))

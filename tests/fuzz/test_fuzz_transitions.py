@@ -1,0 +1,201 @@
+"""Fuzz the transition decoder (``decode_transitions``, ``peek_count``, ``validate_batch``).
+
+How each case is judged: ``fuzzkit.transition_violation`` reads the payload as
+docs/protocol.md §3.1 says, independently of the decoder. If it names a violation the
+payload is malformed and the decoder must raise ``CodecError`` with a §7 reason; if it
+finds none (a mutation that kept the payload valid, e.g. a changed float), the decoder must
+accept it, every stated invariant must hold, and the batch must round-trip the encoder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import fuzzkit as fk
+import numpy as np
+from conftest import BUDGETS
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from edge_rl.transport import codec
+from edge_rl.types import TransitionBatch
+
+MAX = 1_000_000
+DTYPES = ["<f4", "<f8", ">f4", "<i8", ">i8", "<i4", "|u1", "|i1", "|b1", "<f2", "<c8", "O",
+          "<U4", "V8", "", "f4", "float32", None, 4, ["<f4"]]  # fmt: skip
+FLOATS = st.floats(width=32) | st.sampled_from([np.nan, np.inf, -np.inf, 3e38, -0.0, 2.5])
+
+
+@st.composite
+def array_mutation(draw, seeds: list[bytes]) -> bytes:
+    """Wrong dtype strings, shapes, entries, order, and non-finite or out-of-range values."""
+    magic, header, body = fk.split(draw(st.sampled_from(seeds)))
+    arrays, body = header["arrays"], bytearray(body)
+    i = draw(st.integers(0, len(arrays) - 1))
+    op = draw(st.sampled_from(["dtype", "shape", "drop", "dup", "swap", "value", "value"]))
+    if op == "dtype":
+        arrays[i]["dtype"] = draw(st.sampled_from(DTYPES))
+    elif op == "shape":
+        shape = list(arrays[i]["shape"])
+        arrays[i]["shape"] = draw(
+            st.sampled_from([[], [0], shape + [1], shape[:1], [shape[0] + 1, *shape[1:]],
+                             [-1, *shape[1:]], [shape[0], 2**62], [*shape, 0], [shape[0]] * 9,
+                             [float(shape[0]), *shape[1:]], [True, *shape[1:]]])
+            | st.lists(st.integers(-2, 2**40), max_size=4)
+        )  # fmt: skip
+    elif op == "drop":
+        del arrays[i]
+    elif op == "dup":
+        arrays.insert(i, dict(arrays[i]))
+    elif op == "swap":
+        j = draw(st.integers(0, len(arrays) - 1))
+        arrays[i], arrays[j] = arrays[j], arrays[i]
+    else:  # overwrite one element in the body, with the bytes of its declared dtype
+        at = sum(math.prod(a["shape"]) * np.dtype(a["dtype"]).itemsize for a in arrays[:i])
+        dtype, count = np.dtype(arrays[i]["dtype"]), math.prod(arrays[i]["shape"])
+        k = draw(st.integers(0, count - 1))
+        if dtype.kind == "f":
+            value = np.float32(draw(FLOATS))
+        elif dtype.itemsize == 8:
+            value = np.int64(draw(st.integers(-(2**63), 2**63 - 1) | st.sampled_from([-1, 2, 3])))
+        else:
+            value = np.uint8(draw(st.integers(0, 255)))
+        body[at + k * dtype.itemsize : at + (k + 1) * dtype.itemsize] = value.tobytes()
+    return fk.frame(magic, json.dumps(header, separators=(",", ":")).encode(), bytes(body))
+
+
+def payloads(seeds) -> st.SearchStrategy[tuple[bytes, object]]:
+    both = [seeds.cartpole, seeds.pendulum]
+    spec_of = {seeds.cartpole: seeds.cartpole_spec, seeds.pendulum: seeds.pendulum_spec}
+
+    @st.composite
+    def one(draw):
+        seed = draw(st.sampled_from(both))
+        kind = draw(st.sampled_from(["bytes", "header", "arrays", "arrays"]))
+        if kind == "bytes":
+            data = draw(fk.byte_mutation([seed, *both], MAX))
+            data = draw(st.sampled_from([data, seed[:10] + data[10:]]))  # keep the prefix, too
+        elif kind == "header":
+            data = draw(fk.header_mutation([seed]))
+        else:
+            data = draw(array_mutation([seed]))
+        return data, spec_of[seed]
+
+    return one()
+
+
+def check_transitions(payload: bytes, spec) -> None:
+    why = fk.transition_violation(payload, spec, MAX)
+    count = codec.peek_count(payload)  # the ingest's reject path: must never raise
+    assert type(count) is int and 0 <= count < 10**7
+    try:
+        batch = codec.decode_transitions(payload, spec, MAX)
+    except codec.CodecError as e:
+        assert e.reason in fk.CODEC_REASONS, e.reason
+        assert why is not None, f"a valid payload was refused: {e}"
+        return
+    assert why is None, f"a malformed payload was accepted: {why}"
+    codec.validate_batch(batch, spec)  # every invariant of §3.1 on the record
+    assert count == len(batch) > 0
+    again = codec.decode_transitions(codec.encode_transitions(batch), spec, MAX)
+    assert (again.actor_id, again.session, again.seq, again.policy_version) == (
+        batch.actor_id, batch.session, batch.seq, batch.policy_version)  # fmt: skip
+    for name in TransitionBatch.ARRAYS:
+        a, b = getattr(batch, name), getattr(again, name)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert a.tobytes() == b.tobytes()
+
+
+def test_the_seeds_are_valid(seeds):
+    for payload, spec in ((seeds.cartpole, seeds.cartpole_spec),
+                          (seeds.pendulum, seeds.pendulum_spec)):  # fmt: skip
+        assert fk.transition_violation(payload, spec, MAX) is None
+        batch = codec.decode_transitions(payload, spec)
+        assert batch.terminated.any() or batch.truncated.any() or not spec.discrete
+        check_transitions(payload, spec)
+
+
+@BUDGETS
+def test_fuzz_decode_transitions(seeds, budget):
+    fk.fuzz(budget, payloads(seeds), lambda case: check_transitions(*case))
+
+
+# --- validate_batch on records (not payloads): what a caller may build by hand ----------
+
+
+@st.composite
+def batches(draw, spec):
+    n = draw(st.integers(0, 4))
+    act = (n,) if spec.discrete else (n, *spec.action_shape)
+    want = {"obs": ((n, *spec.obs_shape), np.float32), "next_obs": ((n, *spec.obs_shape),
+            np.float32), "action": (act, spec.action_dtype), "reward": ((n,), np.float32),
+            "terminated": ((n,), np.bool_), "truncated": ((n,), np.bool_)}  # fmt: skip
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    arrays = {}
+    for name, (shape, dtype) in want.items():
+        if draw(st.integers(0, 5)) == 0:
+            shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5))
+        if draw(st.integers(0, 5)) == 0:
+            dtype = draw(st.sampled_from([np.float64, np.int64, np.int32, np.uint8, np.float32]))
+        if np.dtype(dtype).kind in "iub":  # in range for a discrete action, with a bit over
+            a = rng.integers(0, max(spec.num_actions, 1) + 1, shape).astype(dtype)
+        else:  # in the bounds of a Box action, with a bit over
+            a = rng.uniform(-2.2, 2.2, shape).astype(dtype)
+        if a.size and draw(st.integers(0, 3)) == 0:  # one special value somewhere
+            special = draw(st.sampled_from([np.nan, np.inf, -np.inf, -1, 2, 3e38]))
+            with np.errstate(invalid="ignore", over="ignore"):
+                a.flat[draw(st.integers(0, a.size - 1))] = np.asarray(special).astype(dtype)
+        arrays[name] = a
+    return TransitionBatch("sim-00", 0, 0, 0, **arrays)
+
+
+def record_violation(b: TransitionBatch, spec) -> str | None:
+    n = b.reward.shape[0] if b.reward.ndim else None
+    if not n:
+        return "no transitions"
+    act = (n,) if spec.discrete else (n, *spec.action_shape)
+    shapes = {"obs": (n, *spec.obs_shape), "next_obs": (n, *spec.obs_shape), "action": act,
+              "reward": (n,), "terminated": (n,), "truncated": (n,)}  # fmt: skip
+    if any(getattr(b, k).shape != s for k, s in shapes.items()):
+        return "shape"
+    if b.obs.dtype != np.float32 or b.next_obs.dtype != np.float32:
+        return "obs dtype"
+    if b.action.dtype != spec.action_dtype:
+        return "action dtype"
+    floats = [b.obs, b.next_obs, b.reward] + ([] if spec.discrete else [b.action])
+    if not all(np.isfinite(a).all() for a in floats):
+        return "non-finite"
+    if spec.discrete and not ((b.action >= 0) & (b.action < spec.num_actions)).all():
+        return "action range"
+    if not spec.discrete and not (
+        (b.action.reshape(n, -1) >= np.float32(spec.action_low)).all()
+        and (b.action.reshape(n, -1) <= np.float32(spec.action_high)).all()
+    ):
+        return "action range"
+    return None
+
+
+@BUDGETS
+def test_fuzz_validate_batch(seeds, budget):
+    specs = st.sampled_from([seeds.cartpole_spec, seeds.pendulum_spec])
+
+    def check(case):
+        spec, batch = case
+        why = record_violation(batch, spec)
+        try:
+            codec.validate_batch(batch, spec)
+        except codec.CodecError as e:
+            assert e.reason in fk.CODEC_REASONS
+            assert why is not None, f"a valid record was refused: {e}"
+            return
+        assert why is None, f"an invalid record was accepted: {why}"
+
+    fk.fuzz(budget, specs.flatmap(lambda s: st.tuples(st.just(s), batches(s))), check)
+
+
+def test_a_header_length_past_the_end_is_truncated(seeds):
+    payload = bytearray(seeds.cartpole)
+    payload[6:10] = struct.pack("<I", 2**32 - 1)
+    assert codec.peek_count(bytes(payload)) == 0
