@@ -92,6 +92,7 @@ def row(run_dir: Path) -> list:
         meta["command_wall_s"],
         "-" if best is None else f"{best:.1f}",
         len(scores),
+        sum(v >= SUCCESS for v in scores.values()),
         s.get("exports_failed", "-"),
         "**yes**" if ok else "no",
     ]
@@ -117,11 +118,12 @@ def main() -> None:
             run_dir.mkdir(parents=True)
             meta = run_one(args, seed, args.busy, run_dir)
             print(f"seed {seed} {tag}: {meta}", flush=True)
-    dirs = sorted(d for d in args.out.iterdir() if (d / "success_rate.json").exists())
-    rows = [row(d) for d in dirs]
+    dirs = [d for d in args.out.iterdir() if (d / "success_rate.json").exists()]
+    rows = sorted((row(d) for d in dirs), key=lambda r: (r[0], r[1]))  # seed, then busy
     headers = [
         "seed", "busy", "load (1 min)", "final_eval_return", "env steps", "learner wall_s",
-        "command wall_s", "best selection score", "policies scored", "exports failing parity",
+        "command wall_s", "best selection score", "policies scored", "scored >= 475",
+        "exports failing parity",
         "success (>= 475)",
     ]  # fmt: skip
     print(md_table(headers, rows))
