@@ -143,30 +143,36 @@ def _export_gated(
 
 # --- DQN on CartPole-v1 ---------------------------------------------------------------------
 
-# The example's hyper-parameters (DQNConfig's defaults, examples/cartpole_dqn.yaml) on 15,000
-# of its 50,000 env steps, plus a linear learning-rate decay to 0 over the 7,000 updates:
+# The example's hyper-parameters (DQNConfig's defaults, examples/cartpole_dqn.yaml) on 30,000
+# of its 50,000 env steps, plus a linear learning-rate decay to 0 over the 14,500 updates:
 # at a constant rate the greedy return swings by 100+ between checkpoints a few hundred
-# updates apart, so a lucky checkpoint of a broken learner could pass (a sign-flipped
-# target scored 147 at one of six checkpoints); decayed, the last checkpoints agree.
+# updates apart; decayed, the last checkpoints agree. 15,000 steps did not separate the
+# real learner (125.8) from a sign-flipped one (39-146, the last digits of rounding decide).
 DQN_BUDGET = Budget(
-    env_steps=15_000, learning_starts=1_000, replay_ratio=0.5, checkpoints=3, tail=0.2
+    env_steps=30_000, learning_starts=1_000, replay_ratio=0.5, checkpoints=5, tail=0.3
 )
-DQN = DQNConfig(lr_decay_updates=7_000, learning_rate_end=0.0)
-DQN_MIN_RETURN = 80.0
+DQN = DQNConfig(lr_decay_updates=14_500, learning_rate_end=0.0)
+DQN_MIN_RETURN = 300.0
 
 
 @slow
 def test_dqn_learns_cartpole() -> None:
-    """DQN on CartPole-v1, 15,000 env steps, seed 0: deployed int8 return >= 80.
+    """DQN on CartPole-v1, 30,000 env steps, seed 0: its int8 checkpoints average >= 300.
 
-    Measured (best of 3 int8 checkpoints over the last 20 %, then 10 greedy episodes in
-    LiteRT on other seeds): a uniformly random policy scores ~22; a sign-flipped Bellman
-    target (y = r - gamma * Q') 39.2 (checkpoints 56.0, 18.6, 55.6); the real code 125.8
-    (checkpoints 123.8, 125.2, 124.2). 80 lies 1.6x above the broken learner and 0.64x of
-    the real one. (15,000 steps is what fits ~45 s; the example needs ~50,000 for 500.)
+    The mean over the checkpoints (those that pass the 0.8 parity gate, 5 greedy episodes
+    each in LiteRT), not the best one: CartPole is solved by lucky simple policies, and a
+    sign-flipped Bellman target (y = r - gamma * Q') had one checkpoint at 500 (best-of-5
+    then 498.7 in the final evaluation). Measured: a uniformly random policy scores ~22; the
+    sign-flipped target, checkpoint means 45.2 (11.4, 9.0, 54.0, 105.6, 46.2) and 162.5
+    (62.0, 35.6, 500.0, 81.2, 133.6) in two runs whose rounding differed; the real code
+    443.1 (329.4, 500, 500; two refused by the gate), its best deployed at 500.0. 300 is
+    1.8x the broken learner's higher mean and 0.68x the real one.
     """
     out = train_and_evaluate("CartPole-v1", "dqn", DQN, DQN_BUDGET, seed=0)
-    assert out.eval_return >= DQN_MIN_RETURN, out
+    print(out)  # the measured return and checkpoints, in the log of a passing run too
+    scored = [s for s in out.scores if s is not None]
+    assert len(scored) >= 2, out  # the gate passed enough checkpoints to average
+    assert float(np.mean(scored)) >= DQN_MIN_RETURN, out
 
 
 # --- TD3 on Pendulum-v1 ---------------------------------------------------------------------
@@ -189,6 +195,7 @@ def test_td3_learns_pendulum() -> None:
     below the worst real run and ~1,100 above the broken one.
     """
     out = train_and_evaluate("Pendulum-v1", "td3", TD3, TD3_BUDGET, seed=0)
+    print(out)
     assert out.eval_return >= TD3_MIN_RETURN, out
 
 
