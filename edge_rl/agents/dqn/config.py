@@ -21,6 +21,10 @@ class DQNConfig:
     # Network and optimiser.
     hidden: tuple[int, ...] = (256, 256)
     learning_rate: float = 2.3e-3
+    # Linear decay of the learning rate to ``learning_rate_end`` over the first
+    # ``lr_decay_updates`` gradient updates, flat after; 0 keeps it constant (the zoo's).
+    learning_rate_end: float = 0.0
+    lr_decay_updates: int = 0
     batch_size: int = 64
     max_grad_norm: float = 10.0  # global-norm gradient clipping
 
@@ -42,6 +46,12 @@ class DQNConfig:
                 f"hidden must be a non-empty tuple of positive sizes, got {self.hidden}"
             )
         _check(self.learning_rate > 0, "learning_rate must be > 0", self.learning_rate)
+        _check(
+            0.0 <= self.learning_rate_end <= self.learning_rate,
+            "learning_rate_end must be in [0, learning_rate]",
+            self.learning_rate_end,
+        )
+        _check(self.lr_decay_updates >= 0, "lr_decay_updates must be >= 0", self.lr_decay_updates)
         _check(self.batch_size >= 1, "batch_size must be >= 1", self.batch_size)
         _check(self.max_grad_norm > 0, "max_grad_norm must be > 0", self.max_grad_norm)
         _check(0.0 <= self.gamma < 1.0, "gamma must be in [0, 1)", self.gamma)
@@ -78,3 +88,11 @@ def epsilon_at(config: DQNConfig, env_steps: int, total_env_steps: int) -> float
     decay_steps = config.exploration_fraction * total_env_steps
     progress = min(max(env_steps, 0) / decay_steps, 1.0)
     return config.epsilon_start + progress * (config.epsilon_end - config.epsilon_start)
+
+
+def learning_rate_at(config: DQNConfig, updates: int) -> float:
+    """The learning rate of gradient update number ``updates`` (0-based), as Adam applies it."""
+    if config.lr_decay_updates == 0:
+        return config.learning_rate
+    progress = min(max(updates, 0) / config.lr_decay_updates, 1.0)
+    return config.learning_rate + progress * (config.learning_rate_end - config.learning_rate)

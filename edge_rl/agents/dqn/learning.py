@@ -56,6 +56,15 @@ def dqn_target(
     return reward + gamma * (1.0 - terminated) * next_value
 
 
+def _learning_rate(config: DQNConfig) -> float | keras.optimizers.schedules.LearningRateSchedule:
+    """Constant, or linear decay over ``lr_decay_updates`` (see ``learning_rate_at``)."""
+    if config.lr_decay_updates == 0:
+        return config.learning_rate
+    return keras.optimizers.schedules.PolynomialDecay(
+        config.learning_rate, config.lr_decay_updates, config.learning_rate_end, power=1.0
+    )
+
+
 def huber(error: tf.Tensor, delta: float) -> tf.Tensor:
     """Elementwise Huber loss: quadratic within ``delta``, linear outside (bounded gradient)."""
     abs_error = tf.abs(error)
@@ -75,7 +84,7 @@ class DQNLearner:
         self._online = make_q_network(self.obs_dim, self.num_actions, config.hidden, seed)
         self._target = make_q_network(self.obs_dim, self.num_actions, config.hidden, seed)
         self._optimizer = keras.optimizers.Adam(
-            learning_rate=config.learning_rate, global_clipnorm=config.max_grad_norm
+            learning_rate=_learning_rate(config), global_clipnorm=config.max_grad_norm
         )
         # Build the optimiser's slots now: creating variables inside a tf.function trace
         # is fragile, and this keeps the first update as cheap as the rest.
