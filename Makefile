@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-quick bench venv clean
+.PHONY: run test test-quick test-deep bench venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,14 @@ run: $(STAMP)
 
 test: $(STAMP)
 	scripts/ensure-mosquitto
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not deep"
 
 test-quick: $(STAMP)
 	scripts/ensure-mosquitto
 	$(BIN)/python -m pytest -m "not slow"
+
+test-deep: $(STAMP)
+	$(BIN)/python -m pytest -m deep tests/fuzz
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/backbone.py

@@ -37,9 +37,11 @@ def test_example_learns_with_its_parity_gates_on(mosquitto_available, cli, tmp_p
 
     run = tmp_path / "run"
     r = cli("learn", "--config", str(EXAMPLE), "--seed", "0", "--out", str(run), *BUDGET,
-            timeout=420)  # fmt: skip
+            "--json", timeout=420)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
+    # --json: stdout is the summary and nothing else (the short result is left out).
+    assert json.loads(r.stdout) == summary and "edge-rl report" not in r.stdout
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["export"]["min_greedy_agreement"] == gate  # the resolved config kept it
 

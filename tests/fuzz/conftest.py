@@ -31,7 +31,10 @@ settings.register_profile("fuzz-slow", max_examples=10_000, **_COMMON)
 NORMAL, SLOW = settings.get_profile("fuzz"), settings.get_profile("fuzz-slow")
 BUDGETS = pytest.mark.parametrize(
     "budget",
-    [pytest.param(NORMAL, id="1000"), pytest.param(SLOW, id="10000", marks=pytest.mark.slow)],
+    [
+        pytest.param(NORMAL, id="1000"),
+        pytest.param(SLOW, id="10000", marks=[pytest.mark.slow, pytest.mark.deep]),
+    ],
 )
 
 

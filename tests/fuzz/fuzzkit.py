@@ -467,7 +467,7 @@ def sha256(data: bytes) -> str:
 STATES = ("starting", "running", "paused", "stopped", "offline")
 _COUNTERS = (
     "policy_version env_steps episodes transitions_sent batches_sent batches_dropped "
-    "policies_rejected control_rejected transitions_oversize".split()
+    "policies_rejected control_rejected transitions_oversize transitions_dropped".split()
 )
 _BREAKDOWN = set(
     "env_step inference exploration publish emulation idle wall policy_receive model_load".split()
@@ -478,13 +478,17 @@ def status_violation(data: bytes, max_bytes: int = 65536) -> str | None:
     h, why = strict_header(data, b"ERLS", max_bytes)
     if h is None:
         return why
+    # §5: strings of at most 128 characters, counts in [0, 2^53), rates and times >= 0.
     if not isinstance(h.get("actor_id"), str) or h.get("state") not in STATES:
         return "actor_id/state"
-    if not all(isinstance(h.get(k, ""), str) for k in ("board", "runtime")):
+    text = [h.get(k, "") for k in ("actor_id", "board", "runtime")]
+    if not all(isinstance(t, str) and len(t) <= 128 for t in text):
         return "board/runtime"
-    if not all(is_int(h.get(k, 0)) for k in _COUNTERS):
+    if not all(is_int(h.get(k, 0)) and h.get(k, 0) < 2**53 for k in _COUNTERS):
         return "counter"
-    if not all(is_num(h.get(k, 0.0)) for k in ("env_steps_per_s", "time_unix")):
+    if not all(
+        is_num(h.get(k, 0.0)) and h.get(k, 0.0) >= 0 for k in ("env_steps_per_s", "time_unix")
+    ):
         return "float field"
     if h.get("recent_return") is not None and not is_num(h["recent_return"]):
         return "recent_return"

@@ -78,7 +78,8 @@ def check_load(payload: bytes, seeds) -> str:
 @pytest.mark.parametrize(
     "budget",
     [pytest.param(settings(NORMAL, max_examples=200), id="200"),
-     pytest.param(settings(SLOW, max_examples=2_000), id="2000", marks=pytest.mark.slow)],
+     pytest.param(settings(SLOW, max_examples=2_000), id="2000",
+                  marks=[pytest.mark.slow, pytest.mark.deep])],
 )  # fmt: skip
 def test_fuzz_policy_slot_load(seeds, budget):
     tally: Counter[str] = Counter()

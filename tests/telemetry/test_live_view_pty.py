@@ -9,7 +9,6 @@ line reaches the terminal.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -130,14 +129,3 @@ def test_ctrl_c_leaves_the_view_and_says_where_the_run_is(tmp_path, mosquitto_av
     assert f"interrupted: no summary; logs and metrics so far in {run}" in text
     assert "Aborted!" not in text and "Traceback" not in text
     assert not (run / "summary.json").exists() and (run / "metrics.csv").exists()
-
-
-@pytest.mark.slow
-def test_learn_json_prints_the_full_summary(tmp_path, mosquitto_available, tiny_learn, cli):
-    run = tmp_path / "run"
-    proc = cli("learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
-               *tiny_learn("dqn"), "--json")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    # stdout is the summary and nothing else (no tty here: the progress lines are on stderr).
-    assert json.loads(proc.stdout) == json.loads((run / "summary.json").read_text())
-    assert "edge-rl report" not in proc.stdout
