@@ -174,6 +174,9 @@ class RunConfig:
     # steps on CartPole. 0 turns selection off.
     select_every: int = 0
     select_episodes: int = 5
+    # At the end, the 5 best-scoring policies and the last are scored on this many more
+    # episodes (other seeds) and the best combined score is deployed; 0: no recheck.
+    select_recheck: int = 0
 
     dqn: DQNConfig = field(default_factory=DQNConfig)
     td3: TD3Config = field(default_factory=TD3Config)
@@ -197,8 +200,8 @@ class RunConfig:
             )
         if self.max_lag_transitions < 1 or self.eval_episodes < 1:
             raise ValueError("max_lag_transitions >= 1 and eval_episodes >= 1")
-        if self.select_every < 0 or self.select_episodes < 1:
-            raise ValueError("select_every >= 0 and select_episodes >= 1")
+        if self.select_every < 0 or self.select_episodes < 1 or self.select_recheck < 0:
+            raise ValueError("select_every >= 0, select_episodes >= 1, select_recheck >= 0")
         if not (self.max_abs_observation > 0 and self.max_abs_reward > 0):
             raise ValueError("max_abs_observation and max_abs_reward must be > 0")
 

@@ -83,7 +83,7 @@ class LearnerNode:
         self.trainer = Trainer(self.agent, self.replay, cfg, lambda: self.env_steps, self.clocks)
         self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir, self.signer)
         self.broadcast = PolicyBroadcast(topics, publish, self.publisher, cfg.transport)
-        self.selection = ModelSelection(cfg.select_every, cfg.select_episodes, cfg.seed + 20_000)
+        self.selection = ModelSelection.for_run(cfg)
         self.exporter = Exporter(
             self.agent, self.replay, self.publisher, self.broadcast, self.selection,
             self.clocks, lambda: self.env_steps, cfg.export.every_updates,

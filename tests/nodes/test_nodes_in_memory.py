@@ -277,3 +277,43 @@ def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp
     assert summary["transitions_duplicate"] == 0 and summary["batches_missing"] >= 3
     over = summary["transitions_over_budget"]
     assert actor.transitions_sent == summary["transitions_received"] + lost + over
+
+
+def test_the_recheck_deploys_the_best_combined_score_not_a_lucky_one(monkeypatch):
+    """Three policies scored 500 on the first 10 episodes; on 20 more, v3 fails now and then.
+    The recheck picks the best combined score among the top 5 and the last (a seam test:
+    evaluate_policy is replaced by a table of returns)."""
+    import edge_rl.nodes.selection as sel
+    from edge_rl.edge.evaluate import EvalResult
+
+    first = {1: 500.0, 2: 480.0, 3: 500.0, 4: 500.0, 5: 200.0}
+    again = {1: 500.0, 2: 400.0, 3: 300.0, 4: 490.0, 5: 150.0}
+    calls: list[tuple[int, int]] = []
+
+    def fake(published, episodes, seed):
+        v = published.bundle.manifest.policy_version
+        calls.append((v, episodes))
+        table = first if episodes == 10 else again
+        return EvalResult(returns=(table[v],) * episodes, lengths=(500,) * episodes)
+
+    monkeypatch.setattr(sel, "evaluate_policy", fake)
+    policies = {v: fake_published(v) for v in first}
+    selection = sel.ModelSelection(every=1, episodes=10, seed=0, recheck=20)
+    for v in sorted(policies):
+        selection.score(policies[v])
+    best, best_score, last_score = selection.better_than(policies[5])
+    assert best.bundle.manifest.policy_version == 1  # 500 and 500, not v3's 500 and 300
+    assert best_score == 500.0 and last_score == (200 * 10 + 150 * 20) / 30
+    assert sorted(v for v, n in calls if n == 20) == [1, 2, 3, 4, 5]  # top 5 and the last
+    # Without the recheck, the newest of the 500s would have gone out.
+    plain = sel.ModelSelection(every=1, episodes=10, seed=0)
+    for v in sorted(policies):
+        plain.score(policies[v])
+    assert plain.better_than(policies[5])[0].bundle.manifest.policy_version == 4
+
+
+def fake_published(version: int):
+    from types import SimpleNamespace
+
+    manifest = SimpleNamespace(policy_version=version)
+    return SimpleNamespace(bundle=SimpleNamespace(manifest=manifest), model=b"")
