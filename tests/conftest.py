@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -216,3 +217,35 @@ def policy_keys(tmp_path_factory) -> tuple:
     signer = Signer.load_or_create(keys / "learner.key")
     signer.write_public(keys / "learner.pub")
     return signer, keys / "learner.pub"
+
+
+FAST_BOARD = """\
+board: test-board
+num_threads: 1
+batch_size: 16
+flush_interval_s: 0.1
+status_interval_s: 0.2
+"""
+
+
+@pytest.fixture
+def fast_board(tmp_path) -> Path:
+    """A board file for short real runs: small batches, flushed and reported often."""
+    path = tmp_path / "test-board.yaml"
+    path.write_text(FAST_BOARD)
+    return path
+
+
+def _wait_for(cond: Callable[[], bool], timeout: float) -> bool:
+    """True once ``cond()`` holds, False after ``timeout`` s (polls every 20 ms)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture
+def wait_for() -> Callable[[Callable[[], bool], float], bool]:
+    return _wait_for

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 
 import numpy as np
@@ -30,14 +29,6 @@ from edge_rl.transport.topics import Topics
 from edge_rl.types import TransitionBatch
 
 pytestmark = pytest.mark.slow
-
-FAST_BOARD = """\
-board: test-board
-num_threads: 1
-batch_size: 16
-flush_interval_s: 0.1
-status_interval_s: 0.2
-"""
 
 
 def tiny_config(run: str) -> RunConfig:
@@ -63,16 +54,7 @@ ATTACK_AT_UPDATE = 10
 ACTORS = ("sim-00", "sim-01")
 
 
-def wait_for(cond, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def attack(client, topics: Topics, node, log: dict) -> None:
+def attack(client, topics: Topics, node, log: dict, wait_for) -> None:
     """Publish malformed payloads with a plain MQTT client, and wait until each is counted:
     the bad batches by the learner's ingest thread, the bad control by every actor."""
     nan_batch = TransitionBatch(
@@ -103,11 +85,12 @@ def attack(client, topics: Topics, node, log: dict) -> None:
     )
 
 
-def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_path, policy_keys):
+def test_learner_and_two_actor_processes(
+    mosquitto, mqtt_client_factory, tmp_path, policy_keys, fast_board, wait_for
+):
     cfg = tiny_config(f"it-{uuid.uuid4().hex[:8]}")
     topics = Topics(cfg.transport.root, cfg.run)
-    board = tmp_path / "test-board.yaml"
-    board.write_text(FAST_BOARD)
+    board = fast_board
     signer, public_key = policy_keys
     fleet = Fleet(2, board, mosquitto.url, cfg.env_id, policy_key=public_key, run=cfg.run,
                   log_dir=tmp_path / "fleet")  # fmt: skip
@@ -130,7 +113,7 @@ def test_learner_and_two_actor_processes(mosquitto, mqtt_client_factory, tmp_pat
 
     def update_then_attack(*args, **kwargs):
         if node.agent.updates == ATTACK_AT_UPDATE:
-            attack(evil, topics, node, attacked)
+            attack(evil, topics, node, attacked, wait_for)
         return real_update(*args, **kwargs)
 
     node.agent.update = update_then_attack

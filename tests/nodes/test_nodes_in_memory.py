@@ -192,21 +192,7 @@ FAST_BOARD = BoardConfig(
 def test_learner_and_actor_over_the_memory_transport(tmp_path):
     cfg = run_config("mem")
     topics = Topics(cfg.transport.root, cfg.run)
-    broker = MemoryBroker()
-    try:
-        learner = LearnerNode(cfg, broker.connect, tmp_path / "run")  # signs with a new key
-        public_key = tmp_path / "run" / "signing.pub"
-        learner.signer.write_public(public_key)
-        opts = ActorOptions("a0", cfg.env_id, broker.url, run=cfg.run, seed=3,
-                            policy_key=str(public_key))  # fmt: skip
-        actor = ActorNode(FAST_BOARD, opts, connect=broker.connect)
-        thread = threading.Thread(target=actor.run, name="actor", daemon=True)
-        thread.start()
-        summary = learner.run()
-        thread.join(WAIT_S)
-        assert not thread.is_alive(), "the actor did not stop after the learner's stop"
-    finally:
-        broker.close()
+    summary, actor, broker, learner = run_in_memory(tmp_path, cfg)
 
     # The budget was met from this actor alone; everything it sent is in replay, once.
     assert summary["env_steps"] >= cfg.total_env_steps
@@ -228,8 +214,9 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert saved == json.loads(json.dumps(summary))
 
 
-def run_in_memory(tmp_path, cfg, before_run=None) -> tuple[dict, ActorNode, MemoryBroker]:
-    """A learner and one real actor (a thread) over a MemoryBroker; the summary."""
+def run_in_memory(tmp_path, cfg, before_run=None) -> tuple:
+    """A learner and one real actor (a thread) over a MemoryBroker:
+    ``(summary, actor, broker, learner)``."""
     broker = MemoryBroker()
     try:
         learner = LearnerNode(cfg, broker.connect, tmp_path / "run")
@@ -247,7 +234,7 @@ def run_in_memory(tmp_path, cfg, before_run=None) -> tuple[dict, ActorNode, Memo
         assert not thread.is_alive(), "the actor did not stop after the learner's stop"
     finally:
         broker.close()
-    return summary, actor, broker
+    return summary, actor, broker, learner
 
 
 def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp_path):
@@ -267,7 +254,7 @@ def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp
 
         learner.agent.update = update
 
-    summary, actor, broker = run_in_memory(tmp_path, cfg, lose_three_mid_run)
+    summary, actor, broker, _ = run_in_memory(tmp_path, cfg, lose_three_mid_run)
     lost = sum(codec.peek_count(p) for _, p in broker.lost)
     assert len(broker.lost) == 3 and lost > 0
     assert summary["env_steps"] == cfg.total_env_steps  # exactly, not a step more

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 
 import numpy as np
@@ -51,13 +50,6 @@ HONEST = ("sim-00", "sim-01")
 INTRUDER = "intruder"  # a board with valid credentials of its own, gone bad
 ATTACK_AT_UPDATE = 10
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
-FAST_BOARD = """\
-board: test-board
-num_threads: 1
-batch_size: 16
-flush_interval_s: 0.1
-status_interval_s: 0.2
-"""
 
 
 def config(run: str) -> RunConfig:
@@ -97,16 +89,7 @@ def nested_header(depth: int = 5_000) -> bytes:  # 10 KB: under the 64 KB header
     return codec.MAGIC_TRANSITIONS + (2).to_bytes(2, "little") + len(h).to_bytes(4, "little") + h
 
 
-def wait_for(cond, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def anonymous_refused(broker: EmbeddedBroker) -> bool:
+def anonymous_refused(broker: EmbeddedBroker, wait_for) -> bool:
     codes: list = []
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
     c.on_connect = lambda cl, u, f, rc, p: codes.append(rc)
@@ -120,7 +103,7 @@ def anonymous_refused(broker: EmbeddedBroker) -> bool:
     return bool(codes) and codes[0].is_failure
 
 
-def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict) -> None:
+def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict, wait_for) -> None:
     """Everything the intruder's credentials let it send, and what they do not."""
     run = topics.run
     sent = log["sent"]
@@ -163,17 +146,18 @@ def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict) ->
     log["attacked_at"] = node.env_steps
 
 
-def test_an_adversary_with_a_boards_credentials_gets_nothing(tmp_path, policy_keys):
+def test_an_adversary_with_a_boards_credentials_gets_nothing(
+    tmp_path, policy_keys, fast_board, wait_for
+):
     run = f"adv-{uuid.uuid4().hex[:8]}"
     cfg = config(run)
     topics = Topics(cfg.transport.root, run)
     accounts = BrokerAccounts(actors=(*HONEST, INTRUDER), root=cfg.transport.root, run=run)
-    board = tmp_path / "board.yaml"
-    board.write_text(FAST_BOARD)
+    board = fast_board
     signer, public_key = policy_keys
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
         assert broker.authenticated
-        assert anonymous_refused(broker)
+        assert anonymous_refused(broker, wait_for)
         fleet = Fleet(2, board, broker.url, cfg.env_id, policy_key=public_key, run=run,
                       log_dir=tmp_path / "fleet", auth=broker.auth)  # fmt: skip
         node = LearnerNode(cfg, mqtt_connect(broker.url, broker.auth("learner")),
@@ -186,7 +170,7 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(tmp_path, policy_ke
 
         def update_then_attack(*args, **kwargs):
             if node.agent.updates == ATTACK_AT_UPDATE and not log["sent"]:
-                attack(evil, topics, node, log)
+                attack(evil, topics, node, log, wait_for)
             return real_update(*args, **kwargs)
 
         node.agent.update = update_then_attack
