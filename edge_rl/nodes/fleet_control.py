@@ -1,6 +1,6 @@
 """Fleet control: who is in the fleet, and how far each actor may run.
 
-    fleet = FleetControl(cfg, topics, publish, received=ingest.received)
+    fleet = FleetControl(cfg, topics, publish, ingest.received, ingest.lost)
     fleet.on_status(topic, payload)     # transport thread: checked, then recorded
     fleet.send("running", updates=n)    # main thread, ~every 50 ms: new credit, if any
     fleet.send("stopped")               # final for this run
@@ -39,9 +39,17 @@ Received = Callable[[], tuple[int, Mapping[str, int]]]  # (total, by actor) in r
 
 
 class FleetControl:
-    def __init__(self, cfg: RunConfig, topics: Topics, publish: Publish, received: Received):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        topics: Topics,
+        publish: Publish,
+        received: Received,
+        lost_at_learner: Callable[[], Mapping[str, int]] = dict,  # Ingest.lost
+    ) -> None:
         self.cfg, self.topics = cfg, topics
         self._publish, self._received = publish, received
+        self._lost_at_learner = lost_at_learner
         self._lock = threading.Lock()
         self._actors: dict[str, ActorStatus] = {}
         # The last runtime breakdown of each actor: kept apart because the last will says
@@ -125,9 +133,10 @@ class FleetControl:
             if self._last is not None:
                 self._publish(self.topics.control, codec.encode_control(self._last), retain=True)
 
-    def _lost(self, actor: str, received: int) -> int:  # holds _lock
+    def _lost(self, actor: str, received: int, at_learner: int) -> int:  # holds _lock
         """Transitions of ``actor``'s current process that will not arrive: what it reports
-        dropped, and what it reports sent that has not arrived for ``credit_timeout_s``."""
+        dropped; what the learner itself dropped (``at_learner``, part of what is in transit);
+        and what it reports sent that has not arrived for ``credit_timeout_s``."""
         s = self._actors[actor]
         now = time.monotonic()
         last = self._progress.get(actor)
@@ -140,8 +149,11 @@ class FleetControl:
                 log.warning("%s: %d transitions sent but not received in %.0f s: written off",
                             actor, in_transit, self.cfg.credit_timeout_s)  # fmt: skip
             self.written_off[actor] = in_transit
-            lost += in_transit
-        return lost
+            return lost + in_transit
+        # At once: waiting for the timeout stalled an actor that kept delivering (its progress
+        # restarts the clock) every time its lost share filled the lead (ingest_queue=2: 5 s
+        # stalls, a 5,000-step run 4x as long; docs/reliability.md).
+        return lost + max(0, min(at_learner, in_transit))
 
     def _idle(self, actor: str, received: int, lost: int) -> bool:  # holds _lock
         steps = self._actors[actor].env_steps
@@ -162,7 +174,8 @@ class FleetControl:
         # Only actors that announced themselves on their own status topic (which the broker's
         # ACL ties to their credentials) get credit; data from anyone else earns none.
         online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
-        lost = {a: self._lost(a, by_actor.get(a, 0)) for a in online}
+        at_learner = self._lost_at_learner()
+        lost = {a: self._lost(a, by_actor.get(a, 0), at_learner.get(a, 0)) for a in online}
         # An actor that holds credit and neither steps nor delivers (stopped, or a board that
         # announces itself and does nothing) keeps what it has and is granted no more, so
         # that it cannot sit on an ever larger share of the fleet's lead (what it holds still

@@ -7,7 +7,8 @@
 Mosquitto drops messages past its per-client queue without telling the publisher, so the
 transport's thread must only hand bytes over; decoding, validation and replay happen on
 the ingest thread (``Ingest.handle`` never raises). A full queue drops the payload and
-counts it; the actor's sequence gap shows it too.
+counts it (and tells ingest, whose lost transitions fleet control writes off at once); the
+actor's sequence gap shows it too.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Inbox:
         self.ingest, self._clock, self._on_accepted = ingest, clock, on_accepted
         self._queue: queue.Queue[tuple[str, bytes]] = queue.Queue(maxsize)
         self.dropped = 0
+        self.dropped_transitions = 0  # in those payloads, as their headers claim
         self.errors = 0  # payloads that raised past Ingest.handle (a bug: logged once)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ingest", daemon=True)
@@ -43,6 +45,7 @@ class Inbox:
             self._queue.put_nowait((topic, payload))
         except queue.Full:
             self.dropped += 1
+            self.dropped_transitions += self.ingest.dropped_unread(topic, payload)
 
     def empty(self) -> bool:
         return self._queue.empty()

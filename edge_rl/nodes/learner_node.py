@@ -89,7 +89,7 @@ class LearnerNode:
             self.clocks, lambda: self.env_steps, cfg.export.every_updates,
         )  # fmt: skip
         # statuses in, control and credit out
-        self.fleet = FleetControl(cfg, topics, publish, received=self.ingest.received)
+        self.fleet = FleetControl(cfg, topics, publish, self.ingest.received, self.ingest.lost)
         self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
         self._fleet_alive = fleet_alive or (lambda: True)
         self.deployed_from: int | None = None  # version whose weights were redeployed
@@ -182,14 +182,14 @@ class LearnerNode:
         compressor = self.agent.compressor
         return RunRecord(
             cfg=cfg, wall_s=self.meter.elapsed(), updates=self.agent.updates,
-            updates_skipped=self.agent.skipped,
+            updates_skipped=self.agent.skipped, inbox_dropped=self.inbox.dropped,
             ingest=self.ingest.stats, batches_missing=self.ingest.missing_batches,
-            inbox_dropped=self.inbox.dropped, broker_dropped=self.broker_dropped,
+            inbox_dropped_transitions=self.inbox.dropped_transitions,
             status_rejected=self.fleet.status_rejected, policy_version=self.broadcast.version,
             credit_written_off=sum(self.fleet.written_off.values()),
             deployed_from=self.deployed_from, selection_scores=dict(self.selection.scores),
             published=published, policy_bytes_total=self.broadcast.bytes_total,
-            publishes=self.broadcast.count,
+            publishes=self.broadcast.count, broker_dropped=self.broker_dropped,
             exports_failed=self.publisher.failed + self.broadcast.refused,
             compression=compressor.summary() if compressor else None,
             actors=self.fleet.actors(), actor_breakdowns=actor_breakdowns,

@@ -35,6 +35,7 @@ class RunRecord:
     ingest: IngestStats
     batches_missing: int
     inbox_dropped: int
+    inbox_dropped_transitions: int
     broker_dropped: int
     status_rejected: int
     credit_written_off: int  # sent, never received, granted again (fleet_control.py)
@@ -93,11 +94,13 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "transitions_received": s.transitions,
         "transitions_rejected": s.rejected_transitions,
         "transitions_duplicate": s.duplicate_transitions,
+        "transitions_received_by_actor": dict(sorted(s.total_by_actor.items())),
         "batches_rejected": dict(s.rejected),
         "batches_missing": r.batches_missing,
         "transitions_over_budget": s.over_budget,
         "credit_written_off": r.credit_written_off,
         "ingest_queue_dropped": r.inbox_dropped,
+        "ingest_queue_dropped_transitions": r.inbox_dropped_transitions,
         "broker_dropped_messages": r.broker_dropped,
         "status_rejected": r.status_rejected,
         "actors": {

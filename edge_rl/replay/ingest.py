@@ -21,7 +21,7 @@ import numpy as np
 from edge_rl.config import RunConfig
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.specs import EnvSpec
-from edge_rl.transport.codec import CodecError, decode_transitions, peek_count
+from edge_rl.transport.codec import CodecError, decode_transitions, peek_batch, peek_count
 from edge_rl.transport.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,9 @@ class IngestStats:
     # Transitions accepted from each actor's current process (session): what the actor's own
     # env-step counter can be compared with when the learner grants credit.
     by_actor: Counter[str] = field(default_factory=Counter)
+    # ... and from each actor id in all, over its sessions (the fault accounting's received
+    # side, docs/reliability.md); ids are bounded by max_actors.
+    total_by_actor: Counter[str] = field(default_factory=Counter)
     episodes: int = 0
     over_budget: int = 0  # valid transitions past the run's budget: not added
     returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
@@ -98,6 +101,10 @@ class Ingest:
         self._seqs: dict[tuple[str, int], SeqTracker] = {}
         self._ep_return: dict[tuple[str, int], float] = {}
         self._session_of: dict[str, int] = {}  # actor id -> its latest session
+        # Transitions of an actor's session that the learner itself let go unread (a full
+        # inbox) or refused after decoding (policy version): lost for certain, so fleet
+        # control writes their credit off at once instead of after credit_timeout_s.
+        self._lost: dict[str, tuple[int, int]] = {}  # actor id -> (session, transitions)
         self.lock = threading.Lock()  # guards stats for readers on other threads
 
     @classmethod
@@ -157,6 +164,7 @@ class Ingest:
                 )
         except CodecError as e:
             self._reject(e, payload)
+            self._note_lost(batch.actor_id, batch.session, len(batch))
             return False
         n = len(batch)
         if self.max_transitions is not None:  # the budget, exactly: the rest is counted
@@ -176,7 +184,33 @@ class Ingest:
                 self.stats.by_actor[batch.actor_id] = 0  # a restarted actor counts from 0
             self._session_of[batch.actor_id] = batch.session
             self.stats.by_actor[batch.actor_id] += n
+            self.stats.total_by_actor[batch.actor_id] += n
         return True
+
+    def dropped_unread(self, topic: str, payload: bytes) -> int:
+        """The inbox had no room for ``payload`` (transport thread): its transitions, as the
+        header claims; noted as lost when it is under its own actor's id (bounded: at most
+        max_actors ids). Often before that actor's first batch is read: in a burst."""
+        head = peek_batch(payload)
+        if head is None:
+            return 0
+        actor, session, n = head
+        if actor == self.topics.actor_of(topic) and (
+            actor in self._lost or len(self._lost) < self.max_actors
+        ):
+            self._note_lost(actor, session, n)
+        return n
+
+    def _note_lost(self, actor: str, session: int, n: int) -> None:
+        with self.lock:
+            last, before = self._lost.get(actor, (session, 0))
+            self._lost[actor] = (session, n + (before if last == session else 0))
+
+    def lost(self) -> dict[str, int]:
+        """Per actor, transitions of the session it is accepted from that the learner
+        dropped or refused after decoding (see ``_lost``)."""
+        with self.lock:
+            return {a: n for a, (s, n) in self._lost.items() if self._session_of.get(a, s) == s}
 
     def _admit(self, actor: str, session: int) -> bool:
         """Room for a new (actor, session): False past max_actors; an actor's oldest

@@ -64,6 +64,19 @@ def peek_count(data: bytes) -> int:
         return 0
 
 
+def peek_batch(data: bytes) -> tuple[str, int, int] | None:
+    """``(actor_id, session, n)`` a transition payload's header claims, unchecked beyond
+    their types; None if unreadable. For the learner's own drops (nodes/inbox.py)."""
+    try:
+        header, _ = _unpack(data, MAGIC_TRANSITIONS, max(len(data), 1))
+    except CodecError:
+        return None
+    actor, session, n = header.get("actor_id"), header.get("session"), peek_count(data)
+    if not isinstance(actor, str) or type(session) is not int or n <= 0:
+        return None
+    return actor, session, n
+
+
 # --- transitions ----------------------------------------------------------------------
 
 

@@ -138,6 +138,62 @@ def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypa
     assert at9["worker"] + at9["hoarder"] == allowed
 
 
+def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
+    """A full inbox drops a batch of a0's: its credit comes back in the next grant, not after
+    credit_timeout_s (a0 keeps delivering other batches, which restarts that clock, so the
+    lost share stalled the fleet every time it filled the lead: ingest_queue=2)."""
+    import edge_rl.nodes.fleet_control as fc
+
+    now = [1000.0]
+    monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
+    cfg = run_config("lost", credit_timeout_s=5.0, learning_starts=100, max_lag_transitions=100)
+    topics = Topics(cfg.transport.root, cfg.run)
+    received, dropped = {"a0": 0}, {}
+    publish = Recorder()
+    fleet = FleetControl(cfg, topics, publish, lambda: (received["a0"], dict(received)),
+                         lambda: dict(dropped))  # fmt: skip
+    fleet.on_status(topics.status("a0"), status("a0"))
+    fleet.send("running", updates=0)
+    assert publish.controls()[-1].credits == {"a0": 200}
+    # a0 stepped and sent all 200; 150 arrived, the learner's full inbox dropped 50.
+    fleet.on_status(topics.status("a0"), codec.encode_status(
+        ActorStatus("a0", "paused", env_steps=200, transitions_sent=200)))  # fmt: skip
+    received["a0"] = 150
+    now[0] += 1.0  # well within credit_timeout_s
+    fleet.send("running", updates=0)
+    assert publish.controls()[-1].credits == {"a0": 200}  # nothing is known lost: no more
+    dropped["a0"] = 50
+    fleet.send("running", updates=0)
+    assert publish.controls()[-1].credits == {"a0": 250}  # the 50 at once
+    assert fleet.written_off == {}  # not by the timeout
+    dropped["a0"] = 80  # more than is in transit (a copy of a received batch): capped
+    fleet.send("running", updates=0)
+    assert publish.controls()[-1].credits == {"a0": 250}
+
+
+def test_a_full_inbox_tells_ingest_what_it_dropped():
+    import numpy as np
+
+    from edge_rl.edge.envs import env_spec
+    from edge_rl.nodes.inbox import Inbox
+    from edge_rl.replay.buffer import ReplayBuffer
+    from edge_rl.replay.ingest import Ingest
+    from edge_rl.telemetry.breakdown import learner_clocks
+    from edge_rl.types import TransitionBatch
+
+    spec, topics = env_spec("CartPole-v1"), Topics("edge-rl", "inbox")
+    ingest = Ingest(spec, ReplayBuffer(spec, 100), topics, latest_version=lambda: 0)
+    inbox = Inbox(ingest, maxsize=1, clock=learner_clocks()["ingest"])  # not started: stays full
+    obs = np.zeros((3, 4), np.float32)
+    zeros = np.zeros(3, bool)
+    for seq in (0, 1):
+        batch = TransitionBatch("a0", 7, seq, 0, obs, zeros.astype(np.int64),
+                                zeros.astype(np.float32), obs, zeros, zeros)  # fmt: skip
+        inbox.offer(topics.transitions("a0"), codec.encode_transitions(batch))
+    assert (inbox.dropped, inbox.dropped_transitions) == (1, 3)
+    assert ingest.lost() == {"a0": 3}
+
+
 def test_a_killed_actor_keeps_its_last_counters():
     cfg = run_config("will")
     topics = Topics(cfg.transport.root, cfg.run)
