@@ -143,8 +143,41 @@ def actor_sigstop(h: Harness, stop_s: float = 30.0) -> None:
 
 
 def spool_overflow(h: Harness, down_s: float = 15.0) -> None:
-    """The broker down long enough that the board file's small spool overflows."""
-    broker_restarts(h, times=1, down_s=down_s)
+    """The broker killed as the learner's first grant (learning_starts + max_lag_transitions)
+    goes out, down for ``down_s``: the actors (a slow board, so that they still hold most of
+    that credit) step on and fill the board's small spool. Later in a run an actor holds
+    almost no unspent credit (the fleet outruns the learner), so a broker outage there
+    leaves at most one batch in the spool."""
+    if not _first_grant(h, timeout=300):
+        return
+    pid = h.broker.pid
+    h.broker.kill()
+    h.log(f"first grant out: broker pid {pid} killed (SIGKILL)")
+    time.sleep(down_s)
+    h.broker.start()
+    h.log(f"broker restarted (pid {h.broker.pid}) after {down_s:.0f} s")
+
+
+def _first_grant(h: Harness, timeout: float) -> bool:
+    """Until the learner's control says running with credit for some actor (bounded)."""
+    import threading
+
+    from edge_rl.transport import codec
+    from edge_rl.transport.mqtt import MqttTransport
+
+    topic, granted = Topics(root="edge-rl", run=RUN).control, threading.Event()
+
+    def seen(_topic: str, payload: bytes) -> None:
+        control = codec.decode_control(payload)
+        if control.state == "running" and control.credits:
+            granted.set()
+
+    t = MqttTransport(h.broker.url, "fault-watch", subscriptions=[(topic, 1)], on_message=seen)
+    t.start()
+    try:
+        return granted.wait(timeout)
+    finally:
+        t.stop()
 
 
 def bad_batches(h: Harness) -> None:
@@ -251,7 +284,7 @@ FAULTS = {
         Fault("actor_kill", "one actor kill -9 (no restart)", actor_kill),
         Fault("actor_sigstop", "one actor SIGSTOP 30 s, SIGCONT", actor_sigstop),
         Fault("spool_overflow", "spool overflow (1 KB spool, broker down 15 s)", spool_overflow,
-              board={"spool_limit_bytes": 1000}),
+              board={"spool_limit_bytes": 1000, "emulation": {"compute_slowdown": 100.0}}),
         Fault("ingest_drop", "ingest-queue drop (transport.ingest_queue=2)", no_fault,
               sets=("transport.ingest_queue=2",)),
         Fault("rejected_batch", "3 malformed batches under a real actor's id", bad_batches),
