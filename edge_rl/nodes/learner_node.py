@@ -158,7 +158,9 @@ class LearnerNode:
                     raise RuntimeError("every fleet actor process has exited; see fleet logs")
                 self.durable.maybe_save()
             self.stop.armed = False
-            if self.stop.is_set():  # SIGTERM/SIGINT: checkpoint, stop the fleet, summary
+            if self.stop.is_set():  # SIGTERM/SIGINT: stop the fleet, checkpoint, summary
+                self.fleet.send("stopped")
+                self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # their last batches
                 self.durable.save()
             else:
                 self._finish(metrics)
