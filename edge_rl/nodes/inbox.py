@@ -38,6 +38,9 @@ class Inbox:
         self.dropped_transitions = 0  # in those payloads, as their headers claim
         self.errors = 0  # payloads that raised past Ingest.handle (a bug: logged once)
         self._stop = threading.Event()
+        # Held while a payload is ingested: ``with inbox.paused:`` sees replay and the
+        # ingest counters agree (a checkpoint; the transport keeps queueing meanwhile).
+        self.paused = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="ingest", daemon=True)
 
     def offer(self, topic: str, payload: bytes) -> None:
@@ -45,7 +48,7 @@ class Inbox:
             self._queue.put_nowait((topic, payload))
         except queue.Full:
             self.dropped += 1
-            self.dropped_transitions += self.ingest.dropped_unread(topic, payload)
+            self.dropped_transitions += self.ingest.learner_losses.dropped_unread(topic, payload)
 
     def empty(self) -> bool:
         return self._queue.empty()
@@ -67,7 +70,9 @@ class Inbox:
                 continue
             lap("idle")
             try:
-                if self.ingest.handle(topic, payload):
+                with self.paused:
+                    accepted = self.ingest.handle(topic, payload)
+                if accepted:
                     self._on_accepted()
             except Exception:  # noqa: BLE001 - this thread must outlive any payload
                 self.errors += 1

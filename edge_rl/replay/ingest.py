@@ -20,8 +20,9 @@ import numpy as np
 
 from edge_rl.config import RunConfig
 from edge_rl.replay.buffer import ReplayBuffer
+from edge_rl.replay.lost import LearnerLosses
 from edge_rl.specs import EnvSpec
-from edge_rl.transport.codec import CodecError, decode_transitions, peek_batch, peek_count
+from edge_rl.transport.codec import CodecError, decode_transitions, peek_count
 from edge_rl.transport.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,7 @@ class IngestStats:
     # Transitions accepted from each actor's current process (session): what the actor's own
     # env-step counter can be compared with when the learner grants credit.
     by_actor: Counter[str] = field(default_factory=Counter)
-    # ... and from each actor id in all, over its sessions (the fault accounting's received
-    # side, docs/reliability.md); ids are bounded by max_actors.
+    # ... and by actor id over all its sessions (what docs/reliability.md's accounting reads)
     total_by_actor: Counter[str] = field(default_factory=Counter)
     episodes: int = 0
     over_budget: int = 0  # valid transitions past the run's budget: not added
@@ -101,10 +101,7 @@ class Ingest:
         self._seqs: dict[tuple[str, int], SeqTracker] = {}
         self._ep_return: dict[tuple[str, int], float] = {}
         self._session_of: dict[str, int] = {}  # actor id -> its latest session
-        # Transitions of an actor's session that the learner itself let go unread (a full
-        # inbox) or refused after decoding (policy version): lost for certain, so fleet
-        # control writes their credit off at once instead of after credit_timeout_s.
-        self._lost: dict[str, tuple[int, int]] = {}  # actor id -> (session, transitions)
+        self.learner_losses = LearnerLosses(max_actors, topics)  # what the learner itself lost
         self.lock = threading.Lock()  # guards stats for readers on other threads
 
     @classmethod
@@ -164,7 +161,7 @@ class Ingest:
                 )
         except CodecError as e:
             self._reject(e, payload)
-            self._note_lost(batch.actor_id, batch.session, len(batch))
+            self.learner_losses.note(batch.actor_id, batch.session, len(batch))
             return False
         n = len(batch)
         if self.max_transitions is not None:  # the budget, exactly: the rest is counted
@@ -187,30 +184,9 @@ class Ingest:
             self.stats.total_by_actor[batch.actor_id] += n
         return True
 
-    def dropped_unread(self, topic: str, payload: bytes) -> int:
-        """The inbox had no room for ``payload`` (transport thread): its transitions, as the
-        header claims; noted as lost when it is under its own actor's id (bounded: at most
-        max_actors ids). Often before that actor's first batch is read: in a burst."""
-        head = peek_batch(payload)
-        if head is None:
-            return 0
-        actor, session, n = head
-        if actor == self.topics.actor_of(topic) and (
-            actor in self._lost or len(self._lost) < self.max_actors
-        ):
-            self._note_lost(actor, session, n)
-        return n
-
-    def _note_lost(self, actor: str, session: int, n: int) -> None:
-        with self.lock:
-            last, before = self._lost.get(actor, (session, 0))
-            self._lost[actor] = (session, n + (before if last == session else 0))
-
     def lost(self) -> dict[str, int]:
-        """Per actor, transitions of the session it is accepted from that the learner
-        dropped or refused after decoding (see ``_lost``)."""
-        with self.lock:
-            return {a: n for a, (s, n) in self._lost.items() if self._session_of.get(a, s) == s}
+        """What the learner dropped or refused of each actor's current session (lost.py)."""
+        return self.learner_losses.current(self._session_of)
 
     def _admit(self, actor: str, session: int) -> bool:
         """Room for a new (actor, session): False past max_actors; an actor's oldest
@@ -282,3 +258,38 @@ class Ingest:
             n = self.stats.episodes
             new = list(self.stats.returns)[-(n - seen) :] if n > seen else []
         return new, n
+
+    # --- durable runs (edge_rl/nodes/durable.py): JSON-able, taken with ingest paused ---
+
+    def state(self) -> dict:
+        s = self.stats
+        with self.lock:
+            stats = {k: v for k, v in vars(s).items() if isinstance(v, int)}
+            stats.update(rejected=dict(s.rejected), by_actor=dict(s.by_actor),
+                         total_by_actor=dict(s.total_by_actor),
+                         returns=list(s.returns))  # fmt: skip
+        seqs = [[a, n, t.floor, sorted(t.above), t.max_seq] for (a, n), t in self._seqs.items()]
+        open_returns = [[a, n, r] for (a, n), r in self._ep_return.items()]
+        return {"stats": stats, "sessions": self._sessions, "session_of": self._session_of,
+                "seqs": seqs, "episode_returns": open_returns}  # fmt: skip
+
+    def load_state(self, state: dict, restarted: set[str] = frozenset()) -> None:
+        """``restarted``: actors whose processes are new (the resumed learner's own
+        simulated fleet): their sessions are forgotten, and their credit starts over."""
+        st = dict(state["stats"])
+        rejected, by_actor, returns = st.pop("rejected"), st.pop("by_actor"), st.pop("returns")
+        total_by_actor = st.pop("total_by_actor", {})  # a checkpoint from before it: none
+        with self.lock:
+            for k, v in st.items():
+                setattr(self.stats, k, int(v))
+            self.stats.rejected = Counter(rejected)
+            self.stats.total_by_actor = Counter(total_by_actor)
+            self.stats.by_actor = Counter({a: n for a, n in by_actor.items() if a not in restarted})
+            self.stats.returns.extend(returns)
+        self._sessions = {a: list(s) for a, s in state["sessions"].items() if a not in restarted}
+        self._session_of = {a: s for a, s in state["session_of"].items() if a not in restarted}
+        for a, n, floor, above, max_seq in state["seqs"]:
+            if a not in restarted:
+                t = self._seqs[(a, n)] = SeqTracker()
+                t.floor, t.above, t.max_seq = floor, set(above), max_seq
+        self._ep_return = {(a, n): r for a, n, r in state["episode_returns"] if a not in restarted}

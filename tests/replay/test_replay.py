@@ -158,15 +158,15 @@ def test_ingest_keeps_what_the_learner_itself_lost_per_actor_session():
     credit off at once); garbage, another id's payload, or an older session do not."""
     ing, _ = make_ingest(latest=0)
     enc = codec.encode_transitions
-    a = TOPICS.transitions("a")
-    assert ing.dropped_unread(a, enc(batch(seq=0, n=5))) == 5  # before a's first batch
+    a, drop = TOPICS.transitions("a"), ing.learner_losses.dropped_unread
+    assert drop(a, enc(batch(seq=0, n=5))) == 5  # before a's first batch
     assert ing.lost() == {"a": 5}
-    assert ing.dropped_unread(a, b"junk") == 0
-    assert ing.dropped_unread(a, enc(batch(actor="b", n=7))) == 7  # counted, not a's loss
+    assert drop(a, b"junk") == 0
+    assert drop(a, enc(batch(actor="b", n=7))) == 7  # counted, not a's loss
     assert ing.handle(a, enc(batch(seq=1)))
     assert not ing.handle(a, enc(batch(seq=2, n=3, version=9)))  # unknown_policy
     assert ing.lost() == {"a": 8}
-    assert ing.dropped_unread(a, enc(batch(session=2, n=6)))  # a restarted a, not read yet
+    assert drop(a, enc(batch(session=2, n=6)))  # a restarted a, not read yet
     assert ing.lost() == {}  # by_actor still counts session 1: so does the loss, or none
     assert ing.handle(a, enc(batch(session=2, seq=1)))
     assert ing.lost() == {"a": 6}
