@@ -32,6 +32,7 @@ class CreditLedger:
         known: Sequence[str],
         lost: Mapping[str, int] | None = None,
         frozen: Collection[str] = (),
+        stepped: Mapping[str, int] | None = None,
     ) -> dict[str, int]:
         """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
 
@@ -39,15 +40,18 @@ class CreditLedger:
         down means the actor restarted (new session), and its grant restarts from there.
         ``lost``: of each actor's current process, transitions that will never arrive.
         ``frozen``: known actors whose grant does not grow (it still counts as outstanding).
+        ``stepped``: each actor's env steps, by its status: it was granted at least that much,
+        if by an earlier learner (one resumed from a checkpoint: its grants below what the
+        actors had stepped freed no step, and its run stalled).
         """
-        lost = lost or {}
+        lost, stepped = lost or {}, stepped or {}
         known = sorted(known)
         for a in known:
             got = by_actor.get(a, 0)
             if got < self._received_from.get(a, 0):
                 self.granted[a] = got
             self._received_from[a] = got
-            self.granted[a] = max(self.granted.get(a, 0), got)
+            self.granted[a] = max(self.granted.get(a, 0), got, stepped.get(a, 0))
         outstanding = sum(
             max(0, self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)) for a in known
         )

@@ -181,5 +181,8 @@ class FleetControl:
         # that it cannot sit on an ever larger share of the fleet's lead (what it holds still
         # counts as outstanding: the lead is never overcommitted).
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
-        credits = self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle)
+        stepped = {a: self._actors[a].env_steps for a in online}
+        credits = self._ledger.grant(
+            allowed, received, by_actor, sorted(online), lost, idle, stepped
+        )
         return ControlMessage("running", credits=credits, default_credit=0)

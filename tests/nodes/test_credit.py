@@ -73,3 +73,15 @@ def test_lost_credit_goes_back_to_the_pool():
     # Never more in flight than allowed: what is granted and not received or lost.
     granted = ledger.granted
     assert sum(granted[a] - by_actor[a] for a in granted) - 10 == 100 - 90
+
+
+def test_an_actor_ahead_of_a_resumed_learner_is_granted_past_its_own_steps():
+    """A learner resumed from a checkpoint has received 375 of a0's 962 steps (the rest went
+    to the killed learner after the checkpoint, and are written off as lost): its grants
+    start from a0's own step count, else every grant below 962 frees no step (the stall)."""
+    ledger = CreditLedger()
+    by_actor, stepped = {"a0": 375}, {"a0": 962}
+    first = ledger.grant(900, 375, by_actor, ["a0"], stepped=stepped)
+    assert first == {"a0": 962}  # its 587 outstanding fill what is allowed, until lost
+    again = ledger.grant(900, 375, by_actor, ["a0"], lost={"a0": 587}, stepped=stepped)
+    assert again == {"a0": 962 + 900 - 375}  # past its own steps: it steps again
