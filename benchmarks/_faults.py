@@ -159,23 +159,48 @@ def spool_overflow(h: Harness, down_s: float = 15.0) -> None:
 
 
 def _first_grant(h: Harness, timeout: float) -> bool:
-    """Until the learner's control says running with credit for some actor (bounded)."""
-    import threading
+    """Until the learner has granted some actor credit (its retained credit topic)."""
+    from edge_rl.transport import codec
+
+    base = Topics(root="edge-rl", run=RUN).base
+    return _watch(h, f"{base}/actors/+/credit", lambda p: codec.decode_credit(p).credit > 0,
+                  timeout) is not None  # fmt: skip
+
+
+def _run_id(h: Harness, timeout: float = 30) -> str:
+    """This start of the run, from the learner's retained control message (protocol v3)."""
+    from edge_rl.transport import codec
+
+    control = Topics(root="edge-rl", run=RUN).control
+    got = _watch(h, control, lambda p: codec.decode_control(p).run_id, timeout)
+    if got is None:
+        raise RuntimeError("no control message with a run id")
+    return codec.decode_control(got).run_id
+
+
+def _watch(h: Harness, topic: str, accept: Callable[[bytes], Any], timeout: float):
+    """The first payload on ``topic`` that ``accept`` takes (truthy), or None (bounded)."""
+    import queue
 
     from edge_rl.transport import codec
     from edge_rl.transport.mqtt import MqttTransport
 
-    topic, granted = Topics(root="edge-rl", run=RUN).control, threading.Event()
+    seen: queue.Queue[bytes] = queue.Queue()
 
-    def seen(_topic: str, payload: bytes) -> None:
-        control = codec.decode_control(payload)
-        if control.state == "running" and control.credits:
-            granted.set()
+    def on_message(_topic: str, payload: bytes) -> None:
+        try:
+            if accept(payload):
+                seen.put(payload)
+        except codec.CodecError:  # e.g. an empty retained payload: cleared
+            pass
 
-    t = MqttTransport(h.broker.url, "fault-watch", subscriptions=[(topic, 1)], on_message=seen)
+    t = MqttTransport(h.broker.url, "fault-watch", subscriptions=[(topic, 1)],
+                      on_message=on_message)  # fmt: skip
     t.start()
     try:
-        return granted.wait(timeout)
+        return seen.get(timeout=timeout)
+    except queue.Empty:
+        return None
     finally:
         t.stop()
 
@@ -187,7 +212,7 @@ def bad_batches(h: Harness) -> None:
     if not h.at(0.4):
         return
     victim = h.fleet.actor_ids()[1]
-    nan = _batch(victim, n=64, reward=float("nan"))
+    nan = _batch(victim, _run_id(h), n=64, reward=float("nan"))
     payloads = [b"\x00garbage", codec.encode_transitions(nan)[:-40], codec.encode_transitions(nan)]
     h.notes["forged_transitions"] = sum(codec.peek_count(p) for p in payloads)
     _publish(h, Topics(root="edge-rl", run=RUN).transitions(victim), payloads)
@@ -200,7 +225,7 @@ def unknown_actor(h: Harness) -> None:
 
     if not h.at(0.4):
         return
-    batch = _batch("ghost-00", n=64)
+    batch = _batch("ghost-00", _run_id(h), n=64)
     h.notes["foreign_sent"] = len(batch)
     _publish(h, Topics(root="edge-rl", run=RUN).transitions("ghost-00"),
              [codec.encode_transitions(batch)])  # fmt: skip
@@ -239,7 +264,7 @@ def resume_argv(h: Harness) -> list[str]:
             "--broker", h.broker.url]  # fmt: skip
 
 
-def _batch(actor_id: str, n: int, reward: float = 1.0):
+def _batch(actor_id: str, run_id: str, n: int, reward: float = 1.0):
     import numpy as np
 
     from edge_rl.types import TransitionBatch
@@ -249,7 +274,7 @@ def _batch(actor_id: str, n: int, reward: float = 1.0):
     return TransitionBatch(
         actor_id=actor_id, session=12345, seq=0, policy_version=0, obs=obs,
         action=rng.integers(0, 2, n), reward=np.full(n, reward, np.float32), next_obs=obs,
-        terminated=np.zeros(n, bool), truncated=np.zeros(n, bool),
+        terminated=np.zeros(n, bool), truncated=np.zeros(n, bool), run_id=run_id,
     )  # fmt: skip
 
 

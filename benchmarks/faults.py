@@ -143,12 +143,15 @@ def actor_counts(h: Harness, summary: dict) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     statuses = summary.get("actors", {})
     by_actor = summary.get("transitions_received_by_actor", {})
-    for log in sorted((h.run_dir / "fleet").glob("*.log")):
+    logs = sorted((h.run_dir / "fleet").glob("*.log"))
+    for log in logs:
         m = DONE.search(log.read_text(errors="replace"))
         actor = m.group(1) if m else log.stem.removeprefix("duplicate-")
         st = statuses.get(actor, {})
         if m:
             sent, dropped = int(m.group(3)), int(m.group(4))
+        elif log.stem.startswith("duplicate-"):  # refused as a duplicate: never granted a step
+            sent = dropped = 0  # (the status of its id is the live process's)
         else:
             sent = max(st.get("transitions_sent", 0), by_actor.get(actor, 0))
             dropped = st.get("transitions_dropped", 0)
@@ -164,6 +167,9 @@ def account(fault: Fault, h: Harness, finished: bool, wall: float) -> Row:
     fleet_ids = set(h.fleet.actor_ids())
     by_actor = s.get("transitions_received_by_actor", {})
     received = sum(n for a, n in by_actor.items() if a in fleet_ids)
+    # Resumed (protocol v3): the actors count again from the resumed learner's run start, so
+    # the accounting is of the resumed part; the checkpoint holds the rest.
+    received -= s.get("resumed_from_env_steps") or 0
     foreign = sum(n for a, n in by_actor.items() if a not in fleet_ids)
     sent = sum(p["sent"] for p in per.values())
     dropped = sum(p["dropped"] for p in per.values())

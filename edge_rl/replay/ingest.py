@@ -65,8 +65,7 @@ class IngestStats:
     # Transitions accepted from each actor's current process (session): what the actor's own
     # env-step counter can be compared with when the learner grants credit.
     by_actor: Counter[str] = field(default_factory=Counter)
-    # ... and by actor id over all its sessions (what docs/reliability.md's accounting reads)
-    total_by_actor: Counter[str] = field(default_factory=Counter)
+    total_by_actor: Counter[str] = field(default_factory=Counter)  # ... over all its sessions
     episodes: int = 0
     over_budget: int = 0  # valid transitions past the run's budget: not added
     returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
@@ -86,8 +85,10 @@ class Ingest:
         max_actors: int = 10_000,
         max_sessions_per_actor: int = 8,
         max_transitions: int | None = None,
+        run_id: str | None = None,
     ) -> None:
-        """``max_transitions``: the run's budget; a batch that crosses it is cut there."""
+        """``max_transitions``: the run's budget; a batch that crosses it is cut there.
+        ``run_id``: only batches stepped for this start of the run are taken."""
         self.spec, self.replay, self.topics = spec, replay, topics
         self.latest_version = latest_version
         self.max_payload_bytes, self.max_policy_lag = max_payload_bytes, max_policy_lag
@@ -95,7 +96,7 @@ class Ingest:
         # Bounded state: ids past max_actors are refused, and of each actor only the newest
         # sessions are tracked (an old session's batches are long delivered or lost).
         self.max_actors, self.max_sessions = max_actors, max_sessions_per_actor
-        self.max_transitions = max_transitions
+        self.max_transitions, self.run_id = max_transitions, run_id
         self._sessions: dict[str, list[int]] = {}  # actor id -> its sessions, oldest first
         self.stats = IngestStats()
         self._seqs: dict[tuple[str, int], SeqTracker] = {}
@@ -106,14 +107,19 @@ class Ingest:
 
     @classmethod
     def for_run(
-        cls, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, latest_version: Callable[[], int]
+        cls,
+        cfg: RunConfig,
+        spec: EnvSpec,
+        replay: ReplayBuffer,
+        latest_version: Callable[[], int],
+        run_id: str,
     ) -> Ingest:
         """The learner's ingest: limits from the run config."""
         return cls(
             spec, replay, Topics(cfg.transport.root, cfg.run), latest_version,
             max_payload_bytes=cfg.transport.max_payload_bytes, max_policy_lag=cfg.max_policy_lag,
             max_abs_observation=cfg.max_abs_observation, max_abs_reward=cfg.max_abs_reward,
-            max_actors=cfg.fleet.max_actors, max_transitions=cfg.total_env_steps,
+            max_actors=cfg.fleet.max_actors, max_transitions=cfg.total_env_steps, run_id=run_id,
         )  # fmt: skip
 
     def handle(self, topic: str, payload: bytes) -> bool:
@@ -130,6 +136,8 @@ class Ingest:
             batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
             if batch.actor_id != self.topics.actor_of(topic):
                 raise CodecError("actor_mismatch", f"{batch.actor_id!r} published on {topic}")
+            if self.run_id is not None and batch.run_id != self.run_id:
+                raise CodecError("wrong_run", f"stepped for run {batch.run_id!r}")
             self._check_magnitudes(batch)
         except CodecError as e:
             self._reject(e, payload)  # seq unread or untrusted: a gap stays a gap
@@ -184,8 +192,7 @@ class Ingest:
             self.stats.total_by_actor[batch.actor_id] += n
         return True
 
-    def lost(self) -> dict[str, int]:
-        """What the learner dropped or refused of each actor's current session (lost.py)."""
+    def lost(self) -> dict[str, int]:  # what the learner lost of each actor's session: lost.py
         return self.learner_losses.current(self._session_of)
 
     def _admit(self, actor: str, session: int) -> bool:
@@ -265,9 +272,8 @@ class Ingest:
         s = self.stats
         with self.lock:
             stats = {k: v for k, v in vars(s).items() if isinstance(v, int)}
-            stats.update(rejected=dict(s.rejected), by_actor=dict(s.by_actor),
-                         total_by_actor=dict(s.total_by_actor),
-                         returns=list(s.returns))  # fmt: skip
+            stats.update(rejected=dict(s.rejected), by_actor=dict(s.by_actor), returns=list(
+                s.returns), total_by_actor=dict(s.total_by_actor))  # fmt: skip
         seqs = [[a, n, t.floor, sorted(t.above), t.max_seq] for (a, n), t in self._seqs.items()]
         open_returns = [[a, n, r] for (a, n), r in self._ep_return.items()]
         return {"stats": stats, "sessions": self._sessions, "session_of": self._session_of,
@@ -278,12 +284,11 @@ class Ingest:
         simulated fleet): their sessions are forgotten, and their credit starts over."""
         st = dict(state["stats"])
         rejected, by_actor, returns = st.pop("rejected"), st.pop("by_actor"), st.pop("returns")
-        total_by_actor = st.pop("total_by_actor", {})  # a checkpoint from before it: none
+        self.stats.total_by_actor = Counter(st.pop("total_by_actor", {}))  # (older: none)
         with self.lock:
             for k, v in st.items():
                 setattr(self.stats, k, int(v))
             self.stats.rejected = Counter(rejected)
-            self.stats.total_by_actor = Counter(total_by_actor)
             self.stats.by_actor = Counter({a: n for a, n in by_actor.items() if a not in restarted})
             self.stats.returns.extend(returns)
         self._sessions = {a: list(s) for a, s in state["sessions"].items() if a not in restarted}
