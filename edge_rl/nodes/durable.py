@@ -205,7 +205,7 @@ class Durable:
         for v, meta in s["policies"].items():
             payload = saved.blobs[f"v{v}.bundle"]
             try:
-                bundle = codec.decode_policy(payload, node.broadcast.verifier, max_bytes)
+                bundle = codec.decode_policy(payload, node.signer.verifier(), max_bytes)
             except codec.CodecError as e:  # e.g. another signing key than the run's
                 raise CheckpointError(f"checkpoint policy v{v}: {e}") from None
             kept[int(v)] = Published(

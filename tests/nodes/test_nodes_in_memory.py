@@ -230,25 +230,25 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     topics = Topics(cfg.transport.root, cfg.run)
     received, dropped = {"a0": 0}, {}
     publish = Recorder()
-    fleet = FleetControl(cfg, topics, publish, lambda: (received["a0"], dict(received)),
+    fleet = FleetControl(cfg, topics, publish, lambda: (received["a0"], dict(received)), RID,
                          lambda: dict(dropped))  # fmt: skip
     fleet.on_status(topics.status("a0"), status("a0"))
     fleet.send("running", updates=0)
-    assert publish.controls()[-1].credits == {"a0": 200}
+    assert publish.credits() == {"a0": 200}
     # a0 stepped and sent all 200; 150 arrived, the learner's full inbox dropped 50.
-    fleet.on_status(topics.status("a0"), codec.encode_status(
-        ActorStatus("a0", "paused", env_steps=200, transitions_sent=200)))  # fmt: skip
+    fleet.on_status(topics.status("a0"), status("a0", "paused", env_steps=200,
+                                                transitions_sent=200))  # fmt: skip
     received["a0"] = 150
     now[0] += 1.0  # well within credit_timeout_s
     fleet.send("running", updates=0)
-    assert publish.controls()[-1].credits == {"a0": 200}  # nothing is known lost: no more
+    assert publish.credits() == {"a0": 200}  # nothing is known lost: no more
     dropped["a0"] = 50
     fleet.send("running", updates=0)
-    assert publish.controls()[-1].credits == {"a0": 250}  # the 50 at once
+    assert publish.credits() == {"a0": 250}  # the 50 at once
     assert fleet.written_off == {}  # not by the timeout
     dropped["a0"] = 80  # more than is in transit (a copy of a received batch): capped
     fleet.send("running", updates=0)
-    assert publish.controls()[-1].credits == {"a0": 250}
+    assert publish.credits() == {"a0": 250}
 
 
 def test_a_full_inbox_tells_ingest_what_it_dropped():
