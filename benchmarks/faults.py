@@ -202,11 +202,16 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "faults")
     p.add_argument("--timeout", type=float, default=1500, help="per run, s: past it, stalled")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--reuse", action="store_true", help="the table from OUT/*.row.json only")
     args = p.parse_args()
     names = args.only.split(",") if args.only else list(FAULTS)
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
         p.error(f"unknown rows {unknown}; rows: {', '.join(FAULTS)}")
+    if args.reuse:  # e.g. rows measured by two processes at once
+        done = [args.out / f"{n}.row.json" for n in names if (args.out / f"{n}.row.json").exists()]
+        print(md_table(HEADERS, [json.loads(f.read_text())["cells"] for f in done]))
+        return
     rows = []
     for name in names:
         row = run_fault(FAULTS[name], args.out, args.steps, args.set, args.timeout)
