@@ -187,6 +187,10 @@ class Durable:
         node.replay.restore(saved.arrays["replay"], s["replay"])
         restarted = set(fleet_ids(cfg.fleet.actors)) if cfg.fleet.actors else set()
         node.ingest.load_state(s["ingest"], restarted)
+        # Protocol v3: this learner is a new run start, which every actor joins counting from
+        # zero; credit compares that count with by_actor. Kept, it granted each actor what it
+        # had delivered before at once (+10,000 env steps in 1 s at 18,318 of 50,000).
+        node.ingest.stats.by_actor.clear()
         self._restore_policies(saved)
         node.exporter._last_updates = int(s["exporter_last_updates"])
         node.publisher.rng.bit_generator.state = s["publisher"]["rng"]

@@ -45,7 +45,7 @@ def node_with_data(cfg, run_dir) -> LearnerNode:
     done = (rng.random(n) < 0.1).astype(np.float32)
     node.replay.add(obs, action, reward, obs[::-1].copy(), done)
     node.ingest.stats.transitions = n
-    node.ingest.stats.by_actor["pi-01"] = n  # a real board: kept on resume
+    node.ingest.stats.by_actor["pi-01"] = n  # a real board: counts from zero on resume too
     node.ingest.stats.by_actor["sim-00"] = 7  # the simulated fleet restarts with the learner
     for _ in range(7):
         node.agent.update(node.replay)
@@ -66,7 +66,8 @@ def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, m
     second = LearnerNode(cfg, MemoryBroker().connect, tmp_path / "run", resume=True)
     second.durable.restore()
     assert second.agent.updates == 7 and second.env_steps == 500 and len(second.replay) == 500
-    assert second.ingest.stats.by_actor == {"pi-01": 500}  # sim-00 is a new process now
+    # A new run start (protocol v3): every actor, real boards too, counts from zero again.
+    assert second.ingest.stats.by_actor == {}
     before = agent_arrays(first.agent.agent)
     for name, value in agent_arrays(second.agent.agent).items():
         np.testing.assert_array_equal(value, before[name], err_msg=name)
