@@ -63,7 +63,8 @@ def test_a_bundle_has_what_install_needs_with_private_secrets(flash, kit, creds,
     assert board.emulation.compute_slowdown == 1.0 and board.power is not None
     assert (board.actor.run, board.actor.env) == ("r1", "CartPole-v1")
     assert board.auth.username == "pi-a"
-    assert Path(board.auth.password_file).read_text() == (creds / "boards/pi-a/password").read_text()
+    own_password = (creds / "boards" / "pi-a" / "password").read_text()
+    assert Path(board.auth.password_file).read_text() == own_password
     assert Path(board.policy_public_key).read_bytes() == kit.policy_key.read_bytes()
     assert Path(board.auth.key_file).is_file()
 
