@@ -7,6 +7,7 @@ import json
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,18 @@ def test_boot_partition_gets_cloud_init_files_and_the_bundle(flash, creds, tmp_p
     assert (boot / "user-data.orig").read_text().endswith("the image's own\n")
     assert (boot / "meta-data").is_file() and (boot / "edge-rl" / "install.sh").is_file()
     assert (boot / "edge-rl" / "etc" / "board.yaml").is_file()
+
+
+def test_a_retired_board_loses_its_password_and_its_id_is_never_issued_again(
+    flash, creds, tmp_path
+):
+    ok(flash(tmp_path / "out", "--ids", "pi-t", creds=creds))
+    assert "pi-t:" in (creds / "broker" / "mosquitto.passwd").read_text()
+    retire = [sys.executable, "-m", "edge_rl.cli", "retire", "--credentials", str(creds), "pi-t"]
+    p = subprocess.run(retire, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "pi-t:" not in (creds / "broker" / "mosquitto.passwd").read_text()
+    assert not (creds / "boards" / "pi-t").exists() and (creds / "retired").is_dir()
+    for extra in ([], ["--rotate"]):
+        p = flash(tmp_path / "again", "--ids", "pi-t", *extra, creds=creds)
+        assert p.returncode != 0 and "retired" in p.stderr
