@@ -17,7 +17,11 @@ included), of which ``emulation``, its steps/s over that busy time, and the flee
 (the power model charges busy seconds at ``busy_w``). Arms take turns in each round (order
 rotated), under ``nice``: the machine's load moves absolute times, not the side-by-side.
 
-    .venv/bin/python benchmarks/board_speed.py [--rounds 3] [--steps 4000]
+A second table takes the learner out: the actor alone (a retained ``running`` control with
+no credit limit, ``--max-env-steps``), so its own speed decides its time: wall seconds of its
+loop for the steps, of which ``emulation``, and steps/s.
+
+    .venv/bin/python benchmarks/board_speed.py [--rounds 3] [--alone-rounds 5] [--steps 4000]
 """
 
 from __future__ import annotations
@@ -86,9 +90,49 @@ def one_run(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> d
     }
 
 
+def alone(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> dict:
+    """The actor with no learner: it steps as fast as it can, ``steps`` of them."""
+    import paho.mqtt.client as mqtt
+
+    from edge_rl.transport import codec
+    from edge_rl.transport.topics import Topics
+    from edge_rl.types import ControlMessage
+
+    topics = Topics("edge-rl", f"alone-{time.monotonic_ns()}")
+    board = str(plain_board) if arm == "no emulation" else "rpi4"
+    got: list = []
+    with EmbeddedBroker(kind="mosquitto", log_dir=work) as broker:
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+        client.on_message = lambda _c, _u, m: got.append(codec.decode_status(m.payload))
+        client.connect(broker.host, broker.port)
+        client.loop_start()
+        try:
+            client.subscribe(topics.status("pi-01"), qos=1)
+            payload = codec.encode_control(ControlMessage("running"))
+            client.publish(topics.control, payload, qos=1, retain=True).wait_for_publish(5)
+            subprocess.run(
+                [sys.executable, "-m", "edge_rl.cli", "actor", "--board", board, "--broker",
+                 broker.url, "--env", "CartPole-v1", "--id", "pi-01", "--run", topics.run,
+                 "--policy-key", str(key.with_suffix(".pub")), "--seed", "1",
+                 "--max-env-steps", str(steps),
+                 *(["--emulate"] if arm.endswith("--emulate") else [])],
+                check=True, capture_output=True, timeout=600,
+            )  # fmt: skip
+            deadline = time.monotonic() + 10
+            while not any(s.state == "stopped" for s in got) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            client.disconnect()
+            client.loop_stop()
+    b = next(s for s in got if s.state == "stopped").breakdown
+    loop = b["wall"] - b["idle"]  # stepping, publishing and sleeping: not waiting
+    return {"loop_s": loop, "emulation_s": b["emulation"], "steps_per_s": steps / loop}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--alone-rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=4000)
     args = ap.parse_args()
     os.nice(5)
@@ -108,7 +152,21 @@ def main() -> None:
                 results[arm].append(res)
                 print(f"round {r + 1} {arm}: actor {res['actor_s']:.1f} s, "
                       f"emulation {res['emulation_s']:.1f} s", flush=True)  # fmt: skip
+        solo: dict[str, list[dict]] = {a: [] for a in ARMS}
+        for r in range(args.alone_rounds):
+            for arm in ARMS[r % 3 :] + ARMS[: r % 3]:
+                solo[arm].append(alone(arm, args.steps, work, key, plain_board))
     load = os.getloadavg()[0]
+    if args.alone_rounds:
+        rows = []
+        for arm, rs in solo.items():
+            col = _columns(rs)
+            rows.append([arm, col("loop_s", "{:.2f}"), col("emulation_s", "{:.2f}"),
+                         col("steps_per_s", "{:,.0f}")])  # fmt: skip
+        print(f"\nthe actor alone, {args.steps} env steps, {args.alone_rounds} rounds\n")
+        print(md_table(["actor's board", "loop s", "of which emulation s", "steps/s"], rows))
+    if not args.rounds:
+        return
     rows = []
     for arm, rs in results.items():
         col = _columns(rs)
