@@ -85,6 +85,7 @@ DOCTOR=(runuser -u "$SERVICE_USER" -- "$PREFIX/venv/bin/edge-rl" doctor --config
 SYSTEMD=0
 if [ -d /run/systemd/system ]; then SYSTEMD=1; fi
 report=/var/lib/edge-rl/doctor.txt
+cd /var/lib/edge-rl # a working directory the service user may read
 if ! "${DOCTOR[@]}" --skip-broker | tee "$report"; then
     cp "$report" "$SRC/doctor.txt" 2>/dev/null || true
     fail "edge-rl doctor: this board cannot act (the FAIL lines above say what to fix)"
