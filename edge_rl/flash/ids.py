@@ -55,6 +55,8 @@ class Registry:
 
     def check_new(self, ids: list[str], rotate: bool = False) -> None:
         """Each id well-formed and named once; not issued before (``rotate``: issued before)."""
+        if not ids:
+            raise ValueError("no actor ids given (--ids ID,ID or --count N)")
         for actor_id in ids:
             check_username(actor_id)
         dupes = sorted({a for a in ids if ids.count(a) > 1})

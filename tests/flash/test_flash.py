@@ -199,3 +199,16 @@ def test_a_retired_board_loses_its_password_and_its_id_is_never_issued_again(
     for extra in ([], ["--rotate"]):
         p = flash(tmp_path / "again", "--ids", "pi-t", *extra, creds=creds)
         assert p.returncode != 0 and "retired" in p.stderr
+
+
+def test_user_data_with_an_ssh_key_makes_a_key_only_admin_login():
+    from edge_rl.flash.cloudinit import network_config, user_data
+
+    ud = yaml.safe_load(user_data("pi-k", "ssh-ed25519 AAAAC3Nza test@host\n"))
+    (user,) = ud["users"]
+    assert user["ssh_authorized_keys"] == ["ssh-ed25519 AAAAC3Nza test@host"]
+    assert user["lock_passwd"] is True and ud["ssh_pwauth"] is False
+    assert ud["runcmd"][0] == ["systemctl", "enable", "--now", "ssh"]  # before install.sh
+    assert ud["runcmd"][-1][1] == "/boot/firmware/edge-rl/install.sh"
+    with pytest.raises(ValueError, match="two-letter country"):
+        network_config("lab", "pw", "Germany")
