@@ -110,7 +110,7 @@ def test_a_bad_board_file_says_which_key_and_skips_what_needs_it(bundle):
     assert lines["reference"].startswith("ok ")  # the runtime is still checked
 
 
-def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle):
+def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle, grant_run):
     """``edge-rl actor --config board.yaml``: id, run, env, broker, credentials and key all
     from the bundle; it logs in over TLS as itself and reports under its own id."""
     import ssl
@@ -120,7 +120,6 @@ def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle):
 
     from edge_rl.transport import codec
     from edge_rl.transport.topics import Topics
-    from edge_rl.types import ControlMessage
 
     creds = deployed[0].parents[1] / "creds"
     _, broker = deployed
@@ -133,23 +132,32 @@ def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle):
     learner.connect(broker.host, broker.port)
     topics = Topics("edge-rl", "r1")
     learner.loop_start()
+    p = None
     try:
         assert connected.wait(10)
         learner.subscribe(topics.status("pi-doc"), qos=1)
-        payload = codec.encode_control(ControlMessage("running"))
-        learner.publish(topics.control, payload, qos=1, retain=True).wait_for_publish(5)
-        p = subprocess.run(
+        p = subprocess.Popen(
             [sys.executable, "-m", "edge_rl.cli", "actor", "--config",
              str(bundle / "etc" / "board.yaml"), "--max-env-steps", "300"],
-            capture_output=True, text=True, timeout=120, cwd=bundle,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=bundle,
         )  # fmt: skip
-        assert p.returncode == 0, p.stderr
+        deadline = time.monotonic() + 60
+        while not any(s.session for s in got):
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr
+            time.sleep(0.05)
+        grant_run(learner, topics, "pi-doc", next(s.session for s in got if s.session))
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
         deadline = time.monotonic() + 10
         while not any(s.state == "stopped" for s in got):
             assert time.monotonic() < deadline, got
             time.sleep(0.05)
     finally:
-        learner.publish(topics.control, b"", qos=1, retain=True)  # clear the retained control
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        for topic in (topics.control, topics.credit("pi-doc")):  # clear what we retained
+            learner.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
         learner.disconnect()
         learner.loop_stop()
     final = next(s for s in got if s.state == "stopped")
