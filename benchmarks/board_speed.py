@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table  # noqa: E402
 from edge_rl.edge.board import board_file  # noqa: E402
 from edge_rl.transport.broker import EmbeddedBroker  # noqa: E402
+from edge_rl.transport.executables import die_with_parent  # noqa: E402
 
 ARMS = ("rpi4", "no emulation", "rpi4 --emulate")
 # The example's networks (256-256) and export cadence; no model selection, a short eval.
@@ -64,9 +65,11 @@ def one_run(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> d
                  "--seed", "1", *(["--emulate"] if arm.endswith("--emulate") else [])]  # fmt: skip
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         with open(work / "learn.log", "ab") as log_l, open(work / "actor.log", "ab") as log_a:
-            lp = subprocess.Popen(learn, stdout=log_l, stderr=subprocess.STDOUT, env=env)
+            # Children die with this script (setpriv --pdeathsig): none is left behind.
+            out_l, out_a, err = log_l, log_a, subprocess.STDOUT
+            lp = subprocess.Popen(die_with_parent(learn), stdout=out_l, stderr=err, env=env)
             t0 = time.monotonic()
-            ap = subprocess.Popen(actor, stdout=log_a, stderr=subprocess.STDOUT, env=env)
+            ap = subprocess.Popen(die_with_parent(actor), stdout=out_a, stderr=err, env=env)
             try:
                 ap.wait(timeout=900)
                 actor_s = time.monotonic() - t0
@@ -109,14 +112,13 @@ def alone(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> dic
         client.loop_start()
         try:
             client.subscribe(topics.status("pi-01"), qos=1)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "edge_rl.cli", "actor", "--board", board, "--broker",
-                 broker.url, "--env", "CartPole-v1", "--id", "pi-01", "--run", topics.run,
-                 "--policy-key", str(key.with_suffix(".pub")), "--seed", "1",
-                 "--max-env-steps", str(steps),
-                 *(["--emulate"] if arm.endswith("--emulate") else [])],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+            actor = [sys.executable, "-m", "edge_rl.cli", "actor", "--board", board,
+                     "--broker", broker.url, "--env", "CartPole-v1", "--id", "pi-01",
+                     "--run", topics.run, "--policy-key", str(key.with_suffix(".pub")),
+                     "--seed", "1", "--max-env-steps", str(steps),
+                     *(["--emulate"] if arm.endswith("--emulate") else [])]  # fmt: skip
+            proc = subprocess.Popen(die_with_parent(actor), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)  # fmt: skip
             try:
                 # Be the learner (protocol v3): a run start, and unlimited credit for the
                 # session the actor's first status names.
