@@ -16,9 +16,9 @@ learner can grant more). A ``stopped`` of its run flushes everything, publishes 
 status and returns; one of another run start (an earlier run's leftover) is ignored.
 
 Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
-since ``run()`` began into env_step / inference / exploration / publish / emulation / idle,
-one lap after each piece; they add up to its ``wall``. The policy slot's thread accounts
-policy_receive and model_load itself. Every status carries both.
+since ``run()`` into env_step / inference / exploration / publish / emulation (simulated
+boards only) / idle, one lap after each piece; they add up to its ``wall``. The policy
+slot's thread accounts policy_receive and model_load itself. Every status carries both.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class ActorOptions:
     seed: int | None = None
     max_env_steps: int | None = None  # stop by itself after this many steps (tests)
     policy_key: str | None = None  # learner's public key (PEM); default: the board file's
+    emulate: bool = False  # apply the board file's emulation: a simulated board (the fleet) only
 
 
 class ActorNode:
@@ -73,8 +74,7 @@ class ActorNode:
         self.env = make_env(opts.env)
         self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
         self.rng = np.random.default_rng(opts.seed)
-        # New per process (see TransitionBatch); 53 bits so that JSON readers that hold
-        # numbers as doubles (JavaScript, cJSON) read it exactly.
+        # New per process (see TransitionBatch); 53 bits: exact in JSON readers' doubles.
         self.session = secrets.randbits(53)
         key = opts.policy_key or board.policy_public_key
         if not key:
@@ -91,7 +91,7 @@ class ActorNode:
             opts.actor_id, self.session, board.batch_size, board.flush_interval_s
         )
         self.spool = Spool(board.spool_limit_bytes)
-        self.throttle = Throttle(board.emulation.compute_slowdown)
+        self.throttle = Throttle(board.emulation.compute_slowdown if opts.emulate else 1.0)
         self.rc = RunControl(opts.actor_id, self.session)  # run start, state and credit
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
         self.transitions_oversize = 0
