@@ -105,7 +105,7 @@ def load_agent_arrays(agent: Any, arrays: dict[str, np.ndarray]) -> None:
 class Durable:
     def __init__(self, node: Any) -> None:
         self.node, cfg = node, node.cfg
-        self.checkpoint = Checkpoint(node.run_dir, header_for(cfg))
+        self.checkpoint = Checkpoint(node.run_dir, header_for(cfg, node.run_id))
         self.every_s, self.every_steps = cfg.checkpoint.every_s, cfg.checkpoint.every_env_steps
         self.saves, self.last_seconds = 0, 0.0
         self.resumed_from: int | None = None  # env steps of the checkpoint resumed from
@@ -205,7 +205,7 @@ class Durable:
         for v, meta in s["policies"].items():
             payload = saved.blobs[f"v{v}.bundle"]
             try:
-                bundle = codec.decode_policy(payload, node.broadcast.verifier, max_bytes)
+                bundle = codec.decode_policy(payload, node.signer.verifier(), max_bytes)
             except codec.CodecError as e:  # e.g. another signing key than the run's
                 raise CheckpointError(f"checkpoint policy v{v}: {e}") from None
             kept[int(v)] = Published(
@@ -225,6 +225,17 @@ class Durable:
         sel.best = (kept[s["selection"]["best"][0]], s["selection"]["best"][1]) if (
             s["selection"]["best"]) else None  # fmt: skip
         sel.top = [(kept[v], score) for v, score in s["selection"]["top"]]
+
+
+def saved_run_id(run_dir: Any) -> str | None:
+    """The run id of the checkpoint in ``run_dir`` (its header's identity), or None."""
+    for name in ("checkpoint", "checkpoint.old"):
+        try:
+            header = json.loads((run_dir / name / "header.json").read_text())
+            return header["identity"].get("run_id")
+        except (OSError, ValueError, KeyError, AttributeError):
+            continue
+    return None
 
 
 def last_published(run_dir: Any) -> int:

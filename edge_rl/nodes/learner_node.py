@@ -14,7 +14,7 @@ This module only wires the parts and runs the loop; each part says what it does.
 from __future__ import annotations
 
 import logging
-import time
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from edge_rl.config import RunConfig
 from edge_rl.edge.envs import env_spec
 from edge_rl.nodes.algos import make_algo
 from edge_rl.nodes.broadcast import PolicyBroadcast
-from edge_rl.nodes.durable import Durable, StopRequest
+from edge_rl.nodes.durable import Durable, StopRequest, saved_run_id
 from edge_rl.nodes.exporter import Exporter
 from edge_rl.nodes.fleet_control import FleetControl
 from edge_rl.nodes.inbox import Inbox
@@ -55,12 +55,15 @@ class LearnerNode:
         signer: Signer | None = None,
         fleet_alive: Callable[[], bool] | None = None,
         view: LiveView | None = None,
+        run_id: str | None = None,  # this start of the run (protocol §5); default: a new one
         stop: StopRequest | None = None,
         resume: bool = False,
     ) -> None:
         """``signer``: the policy signing key (default: run_dir/signing.key, made if missing).
-        ``stop``: set by a signal, ends the run early; ``resume``: from run_dir/checkpoint."""
+        ``stop``: set by a signal, ends the run early; ``resume``: from run_dir/checkpoint,
+        with the run id it had (its actors keep their place)."""
         self.cfg, self.run_dir, self.stop, self.resume = cfg, run_dir, stop or StopRequest(), resume
+        self.run_id = run_id or (resume and saved_run_id(run_dir)) or secrets.token_hex(8)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.signer = signer or Signer.load_or_create(run_dir / "signing.key")
         self.spec = env_spec(cfg.env_id)
@@ -69,7 +72,7 @@ class LearnerNode:
         self.carbon = HostCarbon(cfg.energy, run_dir)  # fails here on an unknown country
         # In data-flow order. The transport first: every part that sends is handed its
         # publish; its handlers are bound to parts made below, before it starts.
-        subscriptions = [(t, 1) for t in (topics.all_transitions, topics.all_status, topics.policy)]
+        subscriptions = [(t, 1) for t in (topics.all_transitions, topics.all_status)]
         subscriptions.append((SYS_DROPPED, 0))  # Mosquitto's drops past its queue limits
         self.transport = connect(
             f"learner-{cfg.run}", subscriptions=subscriptions, on_message=self._on_message,
@@ -78,14 +81,15 @@ class LearnerNode:
         publish = self.transport.publish
         # actors -> transitions -> inbox -> ingest -> replay
         self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
-        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, lambda: self.broadcast.version)
+        rid, latest = self.run_id, lambda: self.broadcast.version
+        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, latest, rid)
         self.inbox = Inbox(
             self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"], self._check_budget
         )
         # replay -> updates -> export -> policy topic -> actors
         self.agent = make_algo(cfg, self.spec)
         self.trainer = Trainer(self.agent, self.replay, cfg, lambda: self.env_steps, self.clocks)
-        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir, self.signer)
+        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir, self.signer, rid)
         self.broadcast = PolicyBroadcast(topics, publish, self.publisher, cfg.transport)
         self.selection = ModelSelection.for_run(cfg)
         self.exporter = Exporter(
@@ -93,7 +97,7 @@ class LearnerNode:
             self.clocks, lambda: self.env_steps, cfg.export.every_updates,
         )  # fmt: skip
         # statuses in, control and credit out
-        self.fleet = FleetControl(cfg, topics, publish, received=self.ingest.received)
+        self.fleet = FleetControl(cfg, topics, publish, self.ingest.received, rid)
         self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
         self._fleet_alive = fleet_alive or (lambda: True)
         self.deployed_from: int | None = None  # version whose weights were redeployed
@@ -109,8 +113,6 @@ class LearnerNode:
             self.fleet.on_status(topic, payload)
         elif topic == SYS_DROPPED:
             self.broker_dropped = int(payload) if payload.isdigit() else self.broker_dropped
-        elif topic == self.topics.policy:
-            self.broadcast.observe_retained(payload)
 
     def _on_connect(self) -> None:
         # The broker may have restarted without persistence: republish what actors need.
@@ -139,7 +141,8 @@ class LearnerNode:
         if not self.transport.wait_connected(15):
             self.transport.stop()
             raise ConnectionError(f"cannot reach the MQTT broker at {self.transport.url}")
-        time.sleep(0.3)  # a retained policy of this run, if any, arrives first
+        if not self.resume:  # an earlier run's retained policy is no one's to load
+            self.broadcast.clear()  # (resumed: its own, republished on connect)
         self.broadcast.continue_after_manifest(self.run_dir / "manifest.json")
         self.inbox.start()
         self.fleet.send("running", self.agent.updates)
@@ -171,6 +174,7 @@ class LearnerNode:
             self.inbox.stop(timeout=10)
             metrics.close()
         summary = write_summary(self.run_dir, record_of(self, evaluate=not self.stop.is_set()))
+        self.broadcast.clear(), self.fleet.clear()  # this process is done: nothing to load
         self.transport.stop()
         return summary
 
