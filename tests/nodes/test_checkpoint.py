@@ -155,6 +155,7 @@ def test_an_interrupted_run_resumes_to_its_budget_and_versions_go_on(tmp_path):
     second, _, _, learner = run_in_memory(tmp_path, cfg, resume=True)
     assert second["interrupted"] is False and second["env_steps"] == 1_600
     assert second["resumed_from_env_steps"] == saved["env_steps"]
+    assert second["run_id"] == first["run_id"] == saved["identity"]["run_id"]  # protocol §5
     assert second["updates"] >= saved["updates"]
     versions = [json.loads(x)["policy_version"] for x in open(run / "publishes.jsonl")]
     assert versions[: len(versions_before)] == versions_before
