@@ -24,6 +24,7 @@ from edge_rl.cli_common import setup_logging as _setup_logging
 from edge_rl.cli_credentials import credentials
 from edge_rl.cli_flash import flash, retire
 from edge_rl.cli_fleet import fleet
+from edge_rl.cli_resume import check_new_run_dir, resumed
 from edge_rl.transport.broker import BrokerError  # standard library only
 
 log = logging.getLogger("edge_rl")
@@ -50,9 +51,9 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 @main.command()
-@click.option(
-    "--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False)
-)
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--resume", "resume_dir", type=click.Path(exists=True, file_okay=False),
+              help="Continue the run in RUN_DIR from its checkpoint.")  # fmt: skip
 @click.option(
     "--out", type=click.Path(file_okay=False), help="Run directory (default runs/<name>)."
 )
@@ -77,15 +78,31 @@ def main(ctx: click.Context, verbose: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="End by printing summary.json in full.")
 @auth_options("The learner's directory of `edge-rl credentials` (DIR/learner).")
 @click.pass_context
-def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, run_name, sets,
-          signing_key, as_json, auth_opts):  # fmt: skip
-    """Train: a learner, an embedded broker unless --broker, and a simulated fleet."""
+def learn(ctx, config_path, resume_dir, out, broker, embedded_broker, n_fleet, board, seed,
+          run_name, sets, signing_key, as_json, auth_opts):  # fmt: skip
+    """Train: a learner, an embedded broker unless --broker, and a simulated fleet.
+
+    --resume RUN_DIR continues an earlier run (killed, interrupted) from its checkpoint."""
     started = time.monotonic()
     import os
 
-    import yaml
-
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no CUDA noise
+    if resume_dir is not None:
+        changes = {"--config": config_path, "--out": out, "--fleet": n_fleet, "--board": board,
+                   "--seed": seed, "--run": run_name, "--set": sets,
+                   "--signing-key": signing_key}  # fmt: skip
+        cfg, run_dir = resumed(resume_dir, changes)
+    elif config_path is None:
+        raise click.ClickException("learn needs --config FILE (or --resume RUN_DIR)")
+    else:
+        cfg, run_dir = _new_run(config_path, out, sets, seed, n_fleet, board, signing_key,
+                                run_name)  # fmt: skip
+    _learn_in(ctx, cfg, run_dir, resume_dir is not None, broker, embedded_broker, as_json,
+              auth_opts, started)  # fmt: skip
+
+
+def _new_run(config_path, out, sets, seed, n_fleet, board, signing_key, run_name):
+    """The config with the command line's overrides, and a run directory of its own."""
     from edge_rl.config import load_run_config
 
     overrides = _parse_sets(sets)
@@ -103,42 +120,55 @@ def learn(ctx, config_path, out, broker, embedded_broker, n_fleet, board, seed, 
         cfg = load_run_config(config_path, overrides)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
+    run_dir = Path(
+        out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    check_new_run_dir(run_dir)  # nothing of an earlier run is overwritten
+    return cfg, run_dir
+
+
+def _learn_in(ctx, cfg, run_dir, resume, broker, embedded_broker, as_json, auth_opts, started):
+    from edge_rl.nodes.durable import StopRequest
+    from edge_rl.telemetry.progress import CurrentStderrHandler, claim_terminal, result_lines
+
     auth = cfg.transport.auth.merged(auth_from_options(auth_opts, "learner"))
     if broker is None and not auth.empty:
         raise click.ClickException("credentials are for --broker: the embedded one makes its own")
     auth = complete(auth, "learner", broker)
-    run_dir = Path(
-        out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    from edge_rl.telemetry.progress import CurrentStderrHandler, claim_terminal, result_lines
+    if not resume:  # checked all: now the run directory (nothing is written before)
+        import yaml
 
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
     # On a terminal the live view owns it: native lines (TensorFlow's start-up, LiteRT's)
     # and INFO records go to learner.log only; warnings and errors print above the view.
     terminal = CurrentStderrHandler()
     terminal.setLevel(logging.WARNING if claim_terminal(run_dir / "learner.log") else 0)
     _setup_logging(ctx.obj["verbose"], run_dir / "learner.log", terminal)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
-    # SIGTERM (kill, systemd, a CI timeout) ends a run as Ctrl-C does: the actors are told to
-    # stop, then the fleet's processes and the embedded broker are shut down, not orphaned.
-    # SIGINT explicitly too: a shell starts a background job (`&`) with SIGINT ignored.
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (kill, systemd, a CI timeout) ends a run as Ctrl-C does: the learner writes a
+    # checkpoint, tells the actors to stop and writes summary.json; then the fleet's
+    # processes and the embedded broker are shut down (their own sessions: a terminal's
+    # Ctrl-C reaches the learner only, which decides the order), not orphaned.
+    stop = StopRequest()
+    stop.install()
     try:
-        summary = _learn(cfg, run_dir, broker, embedded_broker, auth)
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: no summary.json (click would say "Aborted!")
+        summary = _learn(cfg, run_dir, broker, embedded_broker, auth, stop=stop, resume=resume)
+    except KeyboardInterrupt:  # before the loop runs, or a second signal: no summary.json
         click.echo(f"\ninterrupted: no summary; logs and metrics so far in {run_dir}", err=True)
         sys.exit(130)
     except BrokerError as e:  # no broker to be had: a clear error, not a traceback
         raise click.ClickException(str(e)) from None
+    except ValueError as e:  # CheckpointError: another edge-rl, another config, finished
+        raise click.ClickException(str(e)) from None
+    if summary.get("interrupted"):
+        click.echo(f"\ninterrupted at {summary['env_steps']} env steps: checkpoint and "
+                   f"summary.json in {run_dir}; continue with "
+                   f"`edge-rl learn --resume {run_dir}`", err=True)  # fmt: skip
+        sys.exit(128 + (stop.signum or signal.SIGINT))
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:  # the full summary stays in summary.json
         click.echo("\n" + "\n".join(result_lines(summary, run_dir, time.monotonic() - started)))
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _plain(x):
@@ -149,8 +179,10 @@ def _plain(x):
     return x
 
 
-def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto", auth=None) -> dict:
-    """``auth``: the learner's credentials for ``broker``; an embedded broker makes a run's own."""
+def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto", auth=None,
+           stop=None, resume: bool = False) -> dict:  # fmt: skip
+    """``auth``: the learner's credentials for ``broker``; an embedded broker makes a run's own.
+    ``stop``: a durable.StopRequest; ``resume``: from run_dir's checkpoint."""
     from contextlib import ExitStack
 
     from edge_rl.fleet.fleet import Fleet, board_file, fleet_ids
@@ -205,7 +237,8 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto", 
         view = stack.enter_context(LiveView(cfg.total_env_steps))
         alive = fleet.alive if fleet else None
         connect = mqtt_connect(broker, auth)
-        node = LearnerNode(cfg, connect, run_dir, signer=signer, fleet_alive=alive, view=view)
+        node = LearnerNode(cfg, connect, run_dir, signer=signer, fleet_alive=alive, view=view,
+                           stop=stop, resume=resume)  # fmt: skip
         return node.run()
 
 

@@ -147,6 +147,20 @@ class EnergyConfig:
 
 
 @dataclass(frozen=True)
+class CheckpointConfig:
+    """Durable runs (edge_rl/nodes/checkpoint.py, docs/reliability.md): the learner writes
+    RUN_DIR/checkpoint/ (networks, optimisers, replay, counters) on this schedule, at
+    SIGTERM/SIGINT and at the end; `edge-rl learn --resume RUN_DIR` continues from it."""
+
+    every_s: float = 60.0  # seconds of wall time between checkpoints (0: not by time)
+    every_env_steps: int = 0  # env steps received between checkpoints (0: not by steps)
+
+    def __post_init__(self) -> None:
+        if self.every_s < 0 or self.every_env_steps < 0:
+            raise ValueError("checkpoint.every_s and checkpoint.every_env_steps must be >= 0")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     env_id: str
     algo: str = "dqn"
@@ -193,6 +207,7 @@ class RunConfig:
     export: ExportConfig = field(default_factory=ExportConfig)
     compression: CompressionConfig = field(default_factory=CompressionConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def __post_init__(self) -> None:
         if self.algo not in ("dqn", "td3"):

@@ -69,13 +69,18 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_sigterm_ends_a_run_without_orphans(tmp_path, mosquitto_available):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto_available, sig):
+    """SIGTERM to the learner's PID, or SIGINT to its whole process group as a terminal's
+    Ctrl-C sends it: the broker and actors (sessions of their own) do not get it, so the
+    learner checkpoints, stops the fleet, and writes its summary with every actor stopped."""
     run = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "edge_rl.cli", "learn", "--config", "examples/cartpole_dqn.yaml",
          "--out", str(run), "--fleet", "2", "--board", "rpi5",
          "--set", "total_env_steps=10000000", "--set", "dqn.hidden=[32, 32]"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its process group is its own: killpg reaches no test
     )  # fmt: skip
     children: list[int] = []
     try:
@@ -89,9 +94,20 @@ def test_sigterm_ends_a_run_without_orphans(tmp_path, mosquitto_available):
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         children = _children(proc.pid)
         assert len(children) >= 3, children  # two actors and the broker
-        proc.send_signal(signal.SIGTERM)
+        if sig == signal.SIGTERM:
+            proc.send_signal(sig)
+        else:
+            os.killpg(proc.pid, sig)  # the group: the learner and whatever shares it
         _, err = proc.communicate(timeout=90)
-        assert proc.returncode != 0
+        # Interrupted, not failed: a checkpoint, then the fleet stopped, then summary.json.
+        assert proc.returncode == 128 + sig, err[-3000:]
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["interrupted"] is True and summary["final_eval_return"] is None
+        states = {a["state"] for a in summary["actors"].values()}
+        assert states == {"stopped"}, summary["actors"]  # told by the learner, not killed
+        header = json.loads((run / "checkpoint" / "header.json").read_text())
+        assert header["env_steps"] == summary["env_steps"] > 0 and not header["finished"]
+        assert "--resume" in err
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(_alive(c) for c in children):
             time.sleep(0.2)

@@ -149,6 +149,7 @@ class ExportWorker:
                 pass_fds=(child_requests, child_replies),
                 stdin=subprocess.DEVNULL,
                 env=env,
+                start_new_session=True,  # a terminal's Ctrl-C is the learner's to handle
             )
         finally:
             os.close(child_requests)  # else the child never sees EOF when this process dies

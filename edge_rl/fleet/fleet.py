@@ -84,11 +84,18 @@ class Fleet:
                 cmd += auth.argv()
             out = subprocess.DEVNULL
             if self.log_dir is not None:
-                out = open(self.log_dir / f"{actor_id}.log", "w")  # noqa: SIM115
+                # Appended to: a resumed run keeps the earlier part's log.
+                out = open(self.log_dir / f"{actor_id}.log", "a")  # noqa: SIM115
                 self._logs.append(out)
             # A learner killed outright must not leave actors running with nobody to train.
+            # A session of its own: a terminal's Ctrl-C goes to the learner, which stops the
+            # fleet itself (after its checkpoint), not to every actor at once.
             proc = subprocess.Popen(
-                die_with_parent(cmd), stdout=out, stderr=subprocess.STDOUT, env=env
+                die_with_parent(cmd),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
             self.procs.append(proc)
         log.info("fleet: started %d actors (%s) on %s", self.n, self.board.stem, self.broker)

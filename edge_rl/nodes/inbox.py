@@ -36,6 +36,9 @@ class Inbox:
         self.dropped = 0
         self.errors = 0  # payloads that raised past Ingest.handle (a bug: logged once)
         self._stop = threading.Event()
+        # Held while a payload is ingested: ``with inbox.paused:`` sees replay and the
+        # ingest counters agree (a checkpoint; the transport keeps queueing meanwhile).
+        self.paused = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="ingest", daemon=True)
 
     def offer(self, topic: str, payload: bytes) -> None:
@@ -64,7 +67,9 @@ class Inbox:
                 continue
             lap("idle")
             try:
-                if self.ingest.handle(topic, payload):
+                with self.paused:
+                    accepted = self.ingest.handle(topic, payload)
+                if accepted:
                     self._on_accepted()
             except Exception:  # noqa: BLE001 - this thread must outlive any payload
                 self.errors += 1

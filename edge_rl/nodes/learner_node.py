@@ -23,13 +23,14 @@ from edge_rl.config import RunConfig
 from edge_rl.edge.envs import env_spec
 from edge_rl.nodes.algos import make_algo
 from edge_rl.nodes.broadcast import PolicyBroadcast
+from edge_rl.nodes.durable import Durable, StopRequest, saved_run_id
 from edge_rl.nodes.exporter import Exporter
 from edge_rl.nodes.fleet_control import FleetControl
 from edge_rl.nodes.inbox import Inbox
 from edge_rl.nodes.metrics import METRICS, Meter
 from edge_rl.nodes.publisher import PolicyPublisher
-from edge_rl.nodes.selection import ModelSelection, evaluate_policy
-from edge_rl.nodes.summary import RunRecord, write_summary
+from edge_rl.nodes.selection import ModelSelection
+from edge_rl.nodes.summary import record_of, write_summary
 from edge_rl.nodes.trainer import Trainer
 from edge_rl.replay.buffer import ReplayBuffer
 from edge_rl.replay.ingest import Ingest
@@ -55,10 +56,14 @@ class LearnerNode:
         fleet_alive: Callable[[], bool] | None = None,
         view: LiveView | None = None,
         run_id: str | None = None,  # this start of the run (protocol §5); default: a new one
+        stop: StopRequest | None = None,
+        resume: bool = False,
     ) -> None:
-        """``signer``: the policy signing key (default: run_dir/signing.key, made if missing)."""
-        self.cfg, self.run_dir = cfg, run_dir
-        self.run_id = run_id or secrets.token_hex(8)
+        """``signer``: the policy signing key (default: run_dir/signing.key, made if missing).
+        ``stop``: set by a signal, ends the run early; ``resume``: from run_dir/checkpoint,
+        with the run id it had (its actors keep their place)."""
+        self.cfg, self.run_dir, self.stop, self.resume = cfg, run_dir, stop or StopRequest(), resume
+        self.run_id = run_id or (resume and saved_run_id(run_dir)) or secrets.token_hex(8)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.signer = signer or Signer.load_or_create(run_dir / "signing.key")
         self.spec = env_spec(cfg.env_id)
@@ -97,6 +102,7 @@ class LearnerNode:
         self._fleet_alive = fleet_alive or (lambda: True)
         self.deployed_from: int | None = None  # version whose weights were redeployed
         self.broker_dropped = 0  # $SYS counter of the whole broker, when it publishes one
+        self.durable = Durable(self)  # checkpoints: schedule, save, restore (durable.py)
 
     # --- transport thread: hand over, never work ---------------------------------------
 
@@ -128,20 +134,24 @@ class LearnerNode:
             clock.restart()
         self.carbon.start()  # codecarbon, until the summary: the whole run is measured
         self.agent.compile()  # trace before any data flows: tracing holds the GIL for seconds
+        if self.resume:  # before the transport: versions, counters and replay go on
+            self.durable.restore()
         self.publisher.wait_ready(timeout=120)  # the export worker, started in the background
         self.transport.start()
         if not self.transport.wait_connected(15):
             self.transport.stop()
             raise ConnectionError(f"cannot reach the MQTT broker at {self.transport.url}")
-        self.broadcast.clear()  # an earlier run's retained policy is no one's to load
+        if not self.resume:  # an earlier run's retained policy is no one's to load
+            self.broadcast.clear()  # (resumed: its own, republished on connect)
         self.broadcast.continue_after_manifest(self.run_dir / "manifest.json")
         self.inbox.start()
         self.fleet.send("running", self.agent.updates)
-        metrics = MetricsLog(self.run_dir, METRICS)
+        metrics = MetricsLog(self.run_dir, METRICS, append=self.resume)
         self.clocks["main"].lap("setup")
-        self.meter.start()
+        self.meter.start(self.durable.wall_before)
+        self.stop.armed = True  # a signal now ends the loop (durable.StopRequest)
         try:
-            while self.env_steps < self.cfg.total_env_steps:
+            while self.env_steps < self.cfg.total_env_steps and not self.stop.is_set():
                 self.trainer.train_for(0.05)
                 self.agent.feed_returns(self.ingest.returns_since)
                 self.fleet.send("running", self.agent.updates)  # new credit, if any
@@ -149,14 +159,22 @@ class LearnerNode:
                 self.meter.tick(metrics)
                 if self.fleet.state != "stopped" and not self._fleet_alive():
                     raise RuntimeError("every fleet actor process has exited; see fleet logs")
-            self._finish(metrics)
+                self.durable.maybe_save()
+            self.stop.armed = False
+            if self.stop.is_set():  # SIGTERM/SIGINT: stop the fleet, checkpoint, summary
+                self.fleet.send("stopped")
+                self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # their last batches
+                self.durable.save()
+            else:
+                self._finish(metrics)
         finally:
+            self.stop.armed = False
             self.exporter.shutdown()
             self.fleet.send("stopped")  # (no-op when already stopped)
             self.inbox.stop(timeout=10)
             metrics.close()
-        summary = write_summary(self.run_dir, self.record())
-        self.broadcast.clear(), self.fleet.clear()  # the run is over: nothing more to load
+        summary = write_summary(self.run_dir, record_of(self, evaluate=not self.stop.is_set()))
+        self.broadcast.clear(), self.fleet.clear()  # this process is done: nothing to load
         self.transport.stop()
         return summary
 
@@ -171,30 +189,4 @@ class LearnerNode:
         self.exporter.export(self.agent.compression(), wait=True)
         self.deployed_from = self.exporter.deploy_best()
         self.meter.tick(metrics, force=True)
-
-    def record(self) -> RunRecord:
-        """The run at its end: every counter, and the deployed policy's final evaluation."""
-        lap = self.clocks["main"].lap
-        lap("other")
-        published = self.broadcast.current
-        cfg = self.cfg
-        result = published and evaluate_policy(published, cfg.eval_episodes, cfg.seed + 10_000)
-        lap("evaluate")  # the main thread's breakdown ends here
-        actor_breakdowns = self.fleet.breakdowns()
-        compressor = self.agent.compressor
-        return RunRecord(
-            cfg=cfg, run_id=self.run_id, wall_s=self.meter.elapsed(), updates=self.agent.updates,
-            updates_skipped=self.agent.skipped,
-            ingest=self.ingest.stats, batches_missing=self.ingest.missing_batches,
-            inbox_dropped=self.inbox.dropped, broker_dropped=self.broker_dropped,
-            fleet_counts=self.fleet.counts(), policy_version=self.broadcast.version,
-            credit_written_off=sum(self.fleet.written_off.values()),
-            deployed_from=self.deployed_from, selection_scores=dict(self.selection.scores),
-            published=published, policy_bytes_total=self.broadcast.bytes_total,
-            publishes=self.broadcast.count,
-            exports_failed=self.publisher.failed + self.broadcast.refused,
-            compression=compressor.summary() if compressor else None,
-            actors=self.fleet.actors(), actor_breakdowns=actor_breakdowns,
-            runtime_breakdown=breakdown.runtime_breakdown(self.clocks, actor_breakdowns),
-            host_energy=self.carbon.stop(), intensity=self.carbon.intensity, final_eval=result,
-        )  # fmt: skip
+        self.durable.save(finished=True)

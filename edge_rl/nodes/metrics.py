@@ -1,7 +1,7 @@
 """The learner's once-a-second row: metrics.csv, TensorBoard and the live view.
 
 meter = Meter(ingest, trainer, broadcast, fleet, inbox, view)
-meter.start()              # the run's clock (summary.json's wall_s) starts here
+meter.start()              # the run's clock (summary.json's wall_s) starts here (or goes on)
 meter.losses = agent.update(replay)
 meter.tick(metrics_log)    # at most once a second unless forced
 """
@@ -44,9 +44,10 @@ class Meter:
         self._rate = (self._t0, 0)  # (time, updates) at the last tick
         self._next_tick = 0.0
 
-    def start(self) -> None:
-        self._t0 = time.monotonic()
-        self._rate = (self._t0, self.agent.updates)
+    def start(self, offset_s: float = 0.0) -> None:
+        """``offset_s``: the run's wall time before this process (a resumed run)."""
+        self._t0 = time.monotonic() - offset_s
+        self._rate = (time.monotonic(), self.agent.updates)
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0

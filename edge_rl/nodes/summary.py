@@ -1,6 +1,6 @@
 """The run's summary.json, from a typed record of the run (``RunRecord``).
 
-    record = RunRecord(...)           # LearnerNode.record(): every figure, read once
+    record = record_of(node)          # a LearnerNode at its end: every figure, read once
     summary = run_summary(record)     # the flat dict the README's run-directory table,
                                       # ``edge-rl report`` and the benchmarks read
 
@@ -18,6 +18,7 @@ from edge_rl.config import RunConfig
 from edge_rl.edge.board import BoardConfig, Power, board_file, load_board
 from edge_rl.edge.evaluate import EvalResult
 from edge_rl.nodes.publisher import Published
+from edge_rl.nodes.selection import evaluate_policy
 from edge_rl.replay.ingest import IngestStats
 from edge_rl.telemetry import breakdown, energy
 from edge_rl.telemetry.energy import CarbonIntensity, HostEnergy
@@ -52,6 +53,40 @@ class RunRecord:
     host_energy: HostEnergy
     intensity: CarbonIntensity
     final_eval: EvalResult | None  # the deployed policy, greedily, in LiteRT
+    interrupted: bool = False  # ended by SIGTERM/SIGINT: checkpointed, not finished, no eval
+    resumed_from: int | None = None  # env steps of the checkpoint this process resumed from
+    checkpoint_seconds: float = 0.0  # what the last checkpoint took to write
+
+
+def record_of(node: Any, evaluate: bool = True) -> RunRecord:
+    """A ``LearnerNode`` at its end; with ``evaluate``, the deployed policy's final evaluation."""
+    lap = node.clocks["main"].lap
+    lap("other")
+    published, cfg = node.broadcast.current, node.cfg
+    result = None
+    if published is not None and evaluate:
+        result = evaluate_policy(published, cfg.eval_episodes, cfg.seed + 10_000)
+    lap("evaluate")  # the main thread's breakdown ends here
+    actor_breakdowns = node.fleet.breakdowns()
+    compressor = node.agent.compressor
+    return RunRecord(
+        cfg=cfg, run_id=node.run_id, wall_s=node.meter.elapsed(), updates=node.agent.updates,
+        updates_skipped=node.agent.skipped,
+        ingest=node.ingest.stats, batches_missing=node.ingest.missing_batches,
+        inbox_dropped=node.inbox.dropped, broker_dropped=node.broker_dropped,
+        fleet_counts=node.fleet.counts(), policy_version=node.broadcast.version,
+        credit_written_off=sum(node.fleet.written_off.values()),
+        deployed_from=node.deployed_from, selection_scores=dict(node.selection.scores),
+        published=published, policy_bytes_total=node.broadcast.bytes_total,
+        publishes=node.broadcast.count,
+        exports_failed=node.publisher.failed + node.broadcast.refused,
+        compression=compressor.summary() if compressor else None,
+        actors=node.fleet.actors(), actor_breakdowns=actor_breakdowns,
+        runtime_breakdown=breakdown.runtime_breakdown(node.clocks, actor_breakdowns),
+        host_energy=node.carbon.stop(), intensity=node.carbon.intensity, final_eval=result,
+        interrupted=node.stop.is_set(), resumed_from=node.durable.resumed_from,
+        checkpoint_seconds=node.durable.last_seconds,
+    )  # fmt: skip
 
 
 def write_summary(run_dir: Path, r: RunRecord) -> dict[str, Any]:
@@ -75,6 +110,9 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "updates": r.updates,
         "updates_skipped_nonfinite": r.updates_skipped,
         "wall_s": round(r.wall_s, 2),
+        "interrupted": r.interrupted,
+        "resumed_from_env_steps": r.resumed_from,
+        "last_checkpoint_seconds": round(r.checkpoint_seconds, 3),
         "final_eval_return": result.mean if result else None,
         "final_eval_return_std": result.std if result else None,
         "eval_episodes": len(result.returns) if result else 0,

@@ -93,3 +93,34 @@ class ReplayBuffer:
             rng = rng or self._rng
             idx = rng.choice(self._size, size=min(n, self._size), replace=False)
             return self._obs[idx].copy()
+
+    # --- durable runs (edge_rl/nodes/durable.py) ----------------------------------------
+
+    def snapshot(self) -> tuple[dict[str, np.ndarray], dict]:
+        """The filled part as it lies (slots 0..len-1, so that sampling after a restore
+        draws the same transitions), and the ring's position and sampling rng."""
+        with self._lock:
+            n = self._size
+            arrays = {
+                "obs": self._obs[:n].copy(), "action": self._action[:n].copy(),
+                "reward": self._reward[:n].copy(), "next_obs": self._next_obs[:n].copy(),
+                "terminated": self._terminated[:n].copy(),
+            }  # fmt: skip
+            meta = {"next": self._next, "size": n, "added": self.added,
+                    "capacity": self.capacity, "rng": self._rng.bit_generator.state}  # fmt: skip
+        return arrays, meta
+
+    def restore(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
+        n = int(meta["size"])
+        if n > self.capacity or arrays["reward"].shape != (n,):
+            raise ValueError(f"replay of {n} transitions does not fit capacity {self.capacity}")
+        with self._lock:
+            for name, dest in (("obs", self._obs), ("action", self._action),
+                               ("reward", self._reward), ("next_obs", self._next_obs),
+                               ("terminated", self._terminated)):  # fmt: skip
+                if arrays[name].shape[1:] != dest.shape[1:]:
+                    raise ValueError(f"replay {name}: shape {arrays[name].shape[1:]} saved, "
+                                     f"{dest.shape[1:]} expected")  # fmt: skip
+                dest[:n] = arrays[name]
+            self._size, self._next, self.added = n, int(meta["next"]) % self.capacity, meta["added"]
+            self._rng.bit_generator.state = meta["rng"]

@@ -257,3 +257,35 @@ class Ingest:
             n = self.stats.episodes
             new = list(self.stats.returns)[-(n - seen) :] if n > seen else []
         return new, n
+
+    # --- durable runs (edge_rl/nodes/durable.py): JSON-able, taken with ingest paused ---
+
+    def state(self) -> dict:
+        s = self.stats
+        with self.lock:
+            stats = {k: v for k, v in vars(s).items() if isinstance(v, int)}
+            stats.update(rejected=dict(s.rejected), by_actor=dict(s.by_actor),
+                         returns=list(s.returns))  # fmt: skip
+        seqs = [[a, n, t.floor, sorted(t.above), t.max_seq] for (a, n), t in self._seqs.items()]
+        open_returns = [[a, n, r] for (a, n), r in self._ep_return.items()]
+        return {"stats": stats, "sessions": self._sessions, "session_of": self._session_of,
+                "seqs": seqs, "episode_returns": open_returns}  # fmt: skip
+
+    def load_state(self, state: dict, restarted: set[str] = frozenset()) -> None:
+        """``restarted``: actors whose processes are new (the resumed learner's own
+        simulated fleet): their sessions are forgotten, and their credit starts over."""
+        st = dict(state["stats"])
+        rejected, by_actor, returns = st.pop("rejected"), st.pop("by_actor"), st.pop("returns")
+        with self.lock:
+            for k, v in st.items():
+                setattr(self.stats, k, int(v))
+            self.stats.rejected = Counter(rejected)
+            self.stats.by_actor = Counter({a: n for a, n in by_actor.items() if a not in restarted})
+            self.stats.returns.extend(returns)
+        self._sessions = {a: list(s) for a, s in state["sessions"].items() if a not in restarted}
+        self._session_of = {a: s for a, s in state["session_of"].items() if a not in restarted}
+        for a, n, floor, above, max_seq in state["seqs"]:
+            if a not in restarted:
+                t = self._seqs[(a, n)] = SeqTracker()
+                t.floor, t.above, t.max_seq = floor, set(above), max_seq
+        self._ep_return = {(a, n): r for a, n, r in state["episode_returns"] if a not in restarted}

@@ -12,11 +12,19 @@ from typing import Any
 class MetricsLog:
     """Appends rows of scalars to ``<run>/metrics.csv`` and ``<run>/tb/`` (if TF is there)."""
 
-    def __init__(self, run_dir: Path, fields: list[str], tensorboard: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path, fields: list[str], tensorboard: bool = True, append: bool = False
+    ) -> None:
+        """``append``: a resumed run's rows go after the ones there (the header once)."""
         self.fields = fields
-        self._file = open(run_dir / "metrics.csv", "w", newline="")  # noqa: SIM115
+        path = run_dir / "metrics.csv"
+        fresh = not (append and path.exists() and path.stat().st_size > 0)
+        self._file = open(path, "w" if fresh else "a", newline="")  # noqa: SIM115
         self._csv = csv.DictWriter(self._file, fieldnames=fields, extrasaction="ignore")
-        self._csv.writeheader()
+        if fresh:
+            self._csv.writeheader()
+        elif _last_byte(path) != b"\n":  # a row torn by a kill -9 stays one bad row
+            self._file.write("\n")
         self._tb = None
         if tensorboard:
             import tensorflow as tf  # the learner host has it; boards never log here
@@ -39,6 +47,12 @@ class MetricsLog:
         if self._tb is not None:
             self._tb.flush()
             self._tb.close()
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

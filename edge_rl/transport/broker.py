@@ -220,6 +220,7 @@ class EmbeddedBroker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
+                start_new_session=True,  # Ctrl-C reaches the learner, which stops it last
             )
         self._proc, self._workdir = proc, workdir
         self._finalizer = weakref.finalize(self, _terminate, proc, workdir, 5.0)

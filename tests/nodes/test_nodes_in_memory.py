@@ -301,12 +301,12 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert saved == json.loads(json.dumps(summary))
 
 
-def run_in_memory(tmp_path, cfg, before_run=None) -> tuple:
+def run_in_memory(tmp_path, cfg, before_run=None, resume: bool = False) -> tuple:
     """A learner and one real actor (a thread) over a MemoryBroker:
-    ``(summary, actor, broker, learner)``."""
+    ``(summary, actor, broker, learner)``; ``resume``: from tmp_path/run's checkpoint."""
     broker = MemoryBroker()
     try:
-        learner = LearnerNode(cfg, broker.connect, tmp_path / "run")
+        learner = LearnerNode(cfg, broker.connect, tmp_path / "run", resume=resume)
         public_key = tmp_path / "run" / "signing.pub"
         learner.signer.write_public(public_key)
         opts = ActorOptions("a0", cfg.env_id, broker.url, run=cfg.run, seed=3,
