@@ -240,13 +240,16 @@ def saved_run_id(run_dir: Any) -> str | None:
 
 def last_published(run_dir: Any) -> int:
     """The highest policy version in ``publishes.jsonl`` (0: none); a torn last line (a
-    kill -9 mid-write) is skipped."""
+    kill -9 mid-write) is skipped, and so is a version that is not an int in [1, 2^53):
+    absurd numbers are never converted (``int("1e400")``, ``int(1.5)``)."""
     path = run_dir / "publishes.jsonl"
     best = 0
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                best = max(best, int(json.loads(line)["policy_version"]))
+                v = json.loads(line)["policy_version"]
             except (ValueError, KeyError, TypeError):
                 continue
+            if type(v) is int and 1 <= v < 2**53:
+                best = max(best, v)
     return best
