@@ -113,8 +113,7 @@ def policy_weights(cfg: Any) -> int:
 def size_problems(args: argparse.Namespace, algo: str) -> list[str]:
     """Arms whose model is sure to exceed the MQTT packet limit or the board's limit."""
     from edge_rl.config import load_run_config
-    from edge_rl.edge.board import load_board
-    from edge_rl.fleet.fleet import board_file
+    from edge_rl.edge.board import board_file, load_board
 
     problems = []
     for p in args.precisions:

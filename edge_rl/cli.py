@@ -1,4 +1,5 @@
-"""``edge-rl``: learn | actor | fleet | credentials, and eval | report | keygen (cli_tools.py).
+"""``edge-rl``: learn | fleet | credentials; actor | doctor (cli_actor.py, what a board runs);
+flash (cli_flash.py); eval | report | keygen (cli_tools.py).
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -17,9 +18,11 @@ from pathlib import Path
 import click
 
 from edge_rl import cli_tools
+from edge_rl.cli_actor import actor, doctor
 from edge_rl.cli_common import auth_from_options, auth_options, complete
 from edge_rl.cli_common import setup_logging as _setup_logging
 from edge_rl.cli_credentials import credentials
+from edge_rl.cli_flash import flash
 from edge_rl.cli_fleet import fleet
 from edge_rl.transport.broker import BrokerError  # standard library only
 
@@ -206,51 +209,10 @@ def _learn(cfg, run_dir: Path, broker: str | None, embedded_kind: str = "auto", 
         return node.run()
 
 
-@main.command()
-@click.option("--board", required=True, help="Board file, or a name in firmware_configs/.")
-@click.option("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
-@click.option("--env", "env_id", required=True, help="Gymnasium id or package.module:callable.")
-@click.option("--id", "actor_id", required=True, help="This actor's id (one topic level).")
-@click.option("--run", default="default", show_default=True, help="Run name (topic level).")
-@click.option("--root", default="edge-rl", show_default=True, help="Topic root.")
-@click.option("--seed", type=int, help="Environment and exploration seed.")
-@click.option("--max-env-steps", type=int, help="Exit after this many env steps.")
-@click.option(
-    "--policy-key",
-    type=click.Path(exists=True, dir_okay=False),
-    help="The learner's public key (PEM); default: the board file's policy_public_key.",
-)
-@auth_options("This board's directory of `edge-rl credentials` (DIR/boards/ID).")
-@click.pass_context
-def actor(ctx, board, broker, env_id, actor_id, run, root, seed, max_env_steps, policy_key,
-          auth_opts) -> None:  # fmt: skip
-    """Run one actor: LiteRT policy, on-device exploration, transitions to the learner."""
-    from edge_rl.edge.board import load_board
-    from edge_rl.fleet.fleet import board_file
-    from edge_rl.nodes.actor_node import ActorNode, ActorOptions
-    from edge_rl.transport.mqtt import mqtt_connect
-
-    _setup_logging(ctx.obj["verbose"])
-    try:
-        board_cfg = load_board(board_file(board))
-        auth = board_cfg.auth.merged(auth_from_options(auth_opts, actor_id))
-        auth = complete(auth, actor_id, broker)
-        if auth.username not in (None, actor_id):
-            log.warning("username %r is not the actor id %r: the ACL of host/acl refuses "
-                        "this actor's publishes", auth.username, actor_id)  # fmt: skip
-        opts = ActorOptions(actor_id, env_id, broker, root, run, seed, max_env_steps, policy_key)
-        node = ActorNode(board_cfg, opts, connect=mqtt_connect(broker, auth))
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from None
-    # SIGTERM (systemd, the fleet) stops like the learner's "stopped": flush, say goodbye.
-    signal.signal(signal.SIGTERM, lambda *_: setattr(node, "run_state", "stopped"))
-    try:
-        node.run()
-    except KeyboardInterrupt:
-        pass
-
-
+main.add_command(actor)
+main.add_command(doctor)
 main.add_command(fleet)
+main.add_command(flash)
 main.add_command(credentials)
 main.add_command(cli_tools.eval_)
 main.add_command(cli_tools.report)

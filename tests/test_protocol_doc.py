@@ -22,7 +22,7 @@ from edge_rl.types import ActorState, ActorStatus
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 # Board-file keys that do not touch the wire: named in the text, not in the table.
-NOT_ON_THE_WIRE = {"emulation", "power", "auth"}
+NOT_ON_THE_WIRE = {"emulation", "power", "auth", "actor"}
 
 
 def _section(heading: str) -> str:

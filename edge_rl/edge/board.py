@@ -1,4 +1,10 @@
-"""Board files (``firmware_configs/<board>.yaml``): what one kind of edge board runs with."""
+"""Board files: what one kind of edge board runs with, and what one deployed board is.
+
+The shipped ones are package data, ``edge_rl/firmware_configs/<board>.yaml`` (the
+repository's top-level ``firmware_configs/`` points there), so ``--board rpi4`` resolves
+from a wheel install too. A board file made by ``edge-rl flash`` adds an ``actor:``
+section (this board's id, run, env, broker): ``edge-rl actor --config FILE`` needs nothing else.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +19,13 @@ from edge_rl.transport.auth import BrokerAuth
 
 @dataclass(frozen=True)
 class Emulation:
-    """How a simulated board on the host is slowed to behave like the real one.
+    """How a *simulated* board on the host is slowed to behave like the real one.
 
-    The actor sleeps ``compute_slowdown - 1`` times the time it spent in ``invoke`` and
-    ``env.step``, so a host that is k× faster than the board runs k× slower in
-    emulation. See docs/fleet.md for how the factors were chosen.
+    Applied only to an actor told it is simulated (``ActorOptions.emulate``, set for the
+    fleet's members); a real board runs at its own speed whatever this says. The actor
+    sleeps ``compute_slowdown - 1`` times the time it spent in ``invoke`` and ``env.step``,
+    so a host that is k× faster than the board runs k× slower in emulation. See
+    docs/fleet.md for how the factors were chosen.
     """
 
     compute_slowdown: float = 1.0
@@ -50,6 +58,24 @@ class Power:
 
 
 @dataclass(frozen=True)
+class ActorSection:
+    """A deployed board's own settings (written by ``edge-rl flash``): the defaults of
+    ``edge-rl actor --id/--run/--env/--broker/--root``, which override them."""
+
+    id: str
+    run: str
+    env: str
+    broker: str
+    root: str = "edge-rl"
+
+    def __post_init__(self) -> None:
+        for name in ("id", "run", "env", "broker", "root"):
+            value = getattr(self, name)
+            if not value.strip() or (name in ("id", "run", "root") and set(value) & set("/+# ")):
+                raise ValueError(f"actor.{name} must be a non-empty topic level, got {value!r}")
+
+
+@dataclass(frozen=True)
 class BoardConfig:
     board: str
     runtime: str = "ai_edge_litert"  # or "tflite_runtime" (falls back automatically)
@@ -67,6 +93,7 @@ class BoardConfig:
     max_tensor_bytes: int = 64_000_000
     # The learner's public key (PEM file on the board): every policy is verified with it.
     # `edge-rl actor --policy-key FILE` overrides it; an actor without one does not start.
+    # A relative path is taken from the board file's directory.
     policy_public_key: str | None = None
     emulation: Emulation = field(default_factory=Emulation)
     power: Power | None = None  # no figures: the fleet's energy leaves this board out
@@ -74,6 +101,7 @@ class BoardConfig:
     # username (default: the actor id), password_file or password_env. Relative paths are
     # taken from the board file's directory. `edge-rl actor` options override each field.
     auth: BrokerAuth = field(default_factory=BrokerAuth)
+    actor: ActorSection | None = None  # a deployed board's id, run, env, broker
 
     def __post_init__(self) -> None:
         if self.runtime not in ("ai_edge_litert", "tflite_runtime"):
@@ -86,15 +114,33 @@ class BoardConfig:
             raise ValueError("flush_interval_s in [0.01, 60], status_interval_s in [0.05, 600]")
 
 
+BOARDS_DIR = Path(__file__).resolve().parents[1] / "firmware_configs"
+
+
+def board_file(board: str) -> Path:
+    """``rpi4`` -> the shipped ``edge_rl/firmware_configs/rpi4.yaml``; a path stays as it is."""
+    p = Path(board)
+    if p.suffix in (".yaml", ".yml"):
+        return p
+    return BOARDS_DIR / f"{board}.yaml"
+
+
+def known_boards() -> list[str]:
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.yaml"))
+
+
 def load_board(path: str | Path) -> BoardConfig:
     """Load a board file; unknown keys are an error (a typo must not pass silently)."""
     path = Path(path)
     if not path.exists():
-        known = sorted(p.stem for p in path.parent.glob("*.yaml")) if path.parent.exists() else []
-        raise FileNotFoundError(f"board file {path} not found; known boards: {known}")
+        raise FileNotFoundError(
+            f"board file {path} not found; known boards: {known_boards()} (in {BOARDS_DIR})"
+        )
     data = yaml.safe_load(path.read_text()) or {}
     try:
         board = dacite.from_dict(BoardConfig, data, config=dacite.Config(strict=True))
     except (dacite.DaciteError, ValueError) as e:
         raise ValueError(f"{path}: {e}") from None
-    return replace(board, auth=board.auth.relative_to(path.parent))
+    key = board.policy_public_key
+    key = str(path.parent / key) if key is not None else None  # an absolute key stays as it is
+    return replace(board, auth=board.auth.relative_to(path.parent), policy_public_key=key)

@@ -5,7 +5,8 @@
         ...              # fleet.alive() is False once every process has exited
 
 Each member is the same code path a real board runs; only the board file's emulation
-section (a compute slow-down) makes this host behave like that board. Members get SIGTERM
+section (a compute slow-down, which each member is told to apply with ``--emulate``: a
+real board never applies it) makes this host behave like that board. Members get SIGTERM
 when the process that started them dies, however it died (Linux; ``die_with_parent``).
 
 ``auth(actor_id)`` gives each member its broker credentials (transport/auth.py): paths and
@@ -22,20 +23,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from edge_rl.edge.board import board_file  # noqa: F401 - callers import it from here too
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.executables import die_with_parent
 
 log = logging.getLogger(__name__)
 
-FIRMWARE_DIR = Path(__file__).resolve().parents[2] / "firmware_configs"
-
-
-def board_file(board: str) -> Path:
-    """``rpi4`` -> ``firmware_configs/rpi4.yaml``; a path is returned as it is."""
-    p = Path(board)
-    if p.suffix in (".yaml", ".yml"):
-        return p
-    return FIRMWARE_DIR / f"{board}.yaml"
 
 
 def fleet_ids(n: int, prefix: str = "sim") -> list[str]:
@@ -85,7 +78,7 @@ class Fleet:
                 "--board", str(self.board), "--broker", self.broker, "--env", self.env,
                 "--id", actor_id, "--run", self.run, "--root", self.root,
                 "--policy-key", str(self.policy_key),
-                "--seed", str(self.seed + 1000 * (i + 1)), *self.extra_args,
+                "--seed", str(self.seed + 1000 * (i + 1)), "--emulate", *self.extra_args,
             ]  # fmt: skip
             auth = self.auth(actor_id) if self.auth is not None else None
             if auth is not None:

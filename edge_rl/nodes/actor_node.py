@@ -16,9 +16,9 @@ running flushes everything, publishes a final status and returns; a ``stopped`` 
 from an earlier run (the first control seen) just waits.
 
 Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
-since ``run()`` began into env_step / inference / exploration / publish / emulation / idle,
-one lap after each piece; they add up to its ``wall``. The policy slot's thread accounts
-policy_receive and model_load itself. Every status carries both.
+since ``run()`` into env_step / inference / exploration / publish / emulation (simulated
+boards only) / idle, one lap after each piece; they add up to its ``wall``. The policy
+slot's thread accounts policy_receive and model_load itself. Every status carries both.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class ActorOptions:
     seed: int | None = None
     max_env_steps: int | None = None  # stop by itself after this many steps (tests)
     policy_key: str | None = None  # learner's public key (PEM); default: the board file's
+    emulate: bool = False  # apply the board file's emulation: a simulated board (the fleet) only
 
 
 class ActorNode:
@@ -72,8 +73,7 @@ class ActorNode:
         self.env = make_env(opts.env)
         self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
         self.rng = np.random.default_rng(opts.seed)
-        # New per process (see TransitionBatch); 53 bits so that JSON readers that hold
-        # numbers as doubles (JavaScript, cJSON) read it exactly.
+        # New per process (see TransitionBatch); 53 bits: exact in JSON readers' doubles.
         self.session = secrets.randbits(53)
         key = opts.policy_key or board.policy_public_key
         if not key:
@@ -94,7 +94,7 @@ class ActorNode:
             opts.actor_id, self.session, board.batch_size, board.flush_interval_s
         )
         self.spool = Spool(board.spool_limit_bytes)
-        self.throttle = Throttle(board.emulation.compute_slowdown)
+        self.throttle = Throttle(board.emulation.compute_slowdown if opts.emulate else 1.0)
         self.run_state = "waiting"  # until the learner's control message says running
         self.credit: int | None = None  # env steps allowed so far (None: no limit)
         self._ran = False

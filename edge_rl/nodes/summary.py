@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from edge_rl.config import RunConfig
-from edge_rl.edge.board import BoardConfig, Power, load_board
+from edge_rl.edge.board import BoardConfig, Power, board_file, load_board
 from edge_rl.edge.evaluate import EvalResult
-from edge_rl.fleet.fleet import board_file
 from edge_rl.nodes.publisher import Published
 from edge_rl.replay.ingest import IngestStats
 from edge_rl.telemetry import breakdown, energy

@@ -279,7 +279,7 @@ def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
     signer, public_key = policy_keys
     publish(client, topics.policy, _bundle(exported, 1, signer, run, sha="00" * 32))
     opts = ActorOptions("a1", "CartPole-v1", mosquitto.url, run=run, seed=2, max_env_steps=3000,
-                        policy_key=str(public_key))  # fmt: skip
+                        policy_key=str(public_key), emulate=True)  # fmt: skip
     node = ActorNode(make_board(1.5), opts)
     w = instrument(node, monkeypatch)
     thread, out = start(node)
