@@ -32,6 +32,7 @@ from .unit import read_service
 HERE = Path(__file__).resolve().parent
 BUNDLE_ON_BOARD = Path("boot/firmware/edge-rl")  # cloudinit.py: where first boot finds it
 ACTOR_ID = "pi-emu-01"
+OTHER_ID = "pi-emu-00"
 RUN = "pi-check"
 INSTALL_TIMEOUT_S = 1200  # measured ~1.5 min under qemu here; a 2x slower CI runner fits
 DOCTOR_TIMEOUT_S = 300
@@ -60,6 +61,9 @@ class PiCheck:
     # --- host ---------------------------------------------------------------------------
 
     def flash(self, wheelhouse_cache: Path) -> None:
+        """A deployment's credentials made for another board (pi-emu-00, never flashed), so
+        that flash issues this board's certificate and password itself, as it does for a
+        new board, and adds it to the broker's password file (the broker starts after)."""
         w = self.work
         cli(self.repo, ["keygen", str(w / "learner.key")], self.log("keygen"))
         cli(
@@ -68,7 +72,7 @@ class PiCheck:
                 "credentials",
                 str(w / "creds"),
                 "--actors",
-                ACTOR_ID,
+                OTHER_ID,
                 "--tls",
                 "--passwords",
                 "--server-name",
@@ -76,43 +80,16 @@ class PiCheck:
             ],
             self.log("credentials"),
         )
-        cli(
-            self.repo,
-            [
-                "flash",
-                "--board",
-                self.model.name,
-                "--broker",
-                f"mqtts://127.0.0.1:{self.port}",
-                "--run",
-                RUN,
-                "--env",
-                "CartPole-v1",
-                "--policy-key",
-                str(w / "learner.pub"),
-                "--credentials",
-                str(w / "creds"),
-                "--ids",
-                ACTOR_ID,
-                "--out",
-                str(w / "bundles"),
-                "--python",
-                "3.11",
-                "--wheelhouse-cache",
-                str(wheelhouse_cache),
-            ],
-            self.log("flash"),
-            timeout=900,
-        )
+        cli(self.repo, ["flash", "--board", self.model.name,
+                        "--broker", f"mqtts://127.0.0.1:{self.port}", "--run", RUN,
+                        "--env", "CartPole-v1", "--policy-key", str(w / "learner.pub"),
+                        "--credentials", str(w / "creds"), "--ids", ACTOR_ID,
+                        "--out", str(w / "bundles"), "--python", "3.11",
+                        "--wheelhouse-cache", str(wheelhouse_cache)],
+            self.log("flash"), timeout=900)  # fmt: skip
         self.bundle = w / "bundles" / ACTOR_ID
-        for name in (
-            "install.sh",
-            "user-data",
-            "etc/board.yaml",
-            "edge-rl-actor.service",
-            "reference/model.tflite",
-            "reference/expected.npz",
-        ):
+        for name in ("install.sh", "user-data", "etc/board.yaml", "edge-rl-actor.service",
+                     "reference/model.tflite", "reference/expected.npz"):  # fmt: skip
             expect((self.bundle / name).is_file(), f"the bundle has no {name} ({self.bundle})")
 
     def start_broker(self) -> None:

@@ -72,6 +72,8 @@ def run(pi: PiCheck) -> dict:
         stop(learner)
         stop(actor)
         check_no_mounts(pi.root)
+    log = pi.broker.log.read_text()
+    expect(f"u'{ACTOR_ID}'" in log, f"the board never logged in as {ACTOR_ID}; see {pi.broker.log}")
     return check_summary(pi.work / "run/summary.json")
 
 

@@ -100,9 +100,10 @@ def report(facts: dict) -> None:
         ("doctor, QEMU_CPU=max", f"{facts['control_s']} s: failed as it must"),
         (
             "run",
-            f"{facts['run_s']} s: {a.get('transitions_sent')} transitions accepted, "
-            f"{s.get('transitions_rejected')} rejected, policy v{a.get('policy_version')} "
-            f"loaded, {a.get('policies_rejected')} refused",
+            f"{facts['run_s']} s: the board sent {a.get('transitions_sent')} transitions, the "
+            f"learner accepted {s.get('transitions_received')} and rejected "
+            f"{s.get('transitions_rejected')}; the board loaded signed policy "
+            f"v{a.get('policy_version')} and refused {a.get('policies_rejected')}",
         ),
         ("parity", f"{facts['parity_s']} s: {facts['parity_outputs']} outputs bit-identical"),
         ("total", f"{facts['total_s']} s"),
