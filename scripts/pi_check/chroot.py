@@ -30,6 +30,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_rl.transport.executables import die_with_parent
+
 
 @dataclass(frozen=True)
 class PiModel:
@@ -128,11 +130,12 @@ class Board:
         ]
 
     def popen(self, argv: list[str], log: Path) -> subprocess.Popen:
-        """``argv`` on the board in the background, output to ``log``. ``unshare`` and the
-        shell exec into the chroot, so the returned PID is the board's process itself."""
+        """``argv`` on the board in the background, output to ``log``. ``setpriv``,
+        ``unshare`` and the shell exec into the chroot, so the returned PID is the board's
+        process itself; it gets SIGTERM if this process dies (``--pdeathsig``)."""
         with open(log, "ab") as out:
             return subprocess.Popen(
-                self.command(argv),
+                die_with_parent(self.command(argv)),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -150,6 +153,9 @@ class Board:
             raise RuntimeError(
                 f"{argv[0]} did not finish on the board in {timeout:.0f} s (killed); see {log}"
             ) from None
+        except BaseException:  # Ctrl-C, SIGTERM: the board's process goes too
+            stop(proc)
+            raise
         finally:
             check_no_mounts(self.root)
 
@@ -177,18 +183,11 @@ def passwd_entry(root: Path, user: str) -> tuple[int, int, str]:
 
 def as_user(root: Path, user: str, argv: list[str]) -> list[str]:
     """``argv`` run as ``user`` with its groups (the unit's ``User=``), via the board's
-    setpriv (util-linux, in every Debian), with its HOME as systemd would set it."""
+    setpriv (util-linux, in every Debian), with its HOME as systemd would set it. The change
+    of user clears the parent-death signal, so it is set again after it."""
     uid, gid, home = passwd_entry(root, user)
-    return [
-        "setpriv",
-        f"--reuid={uid}",
-        f"--regid={gid}",
-        "--init-groups",
-        "--",
-        "env",
-        f"HOME={home}",
-        *argv,
-    ]
+    ids = [f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--pdeathsig=TERM"]
+    return ["setpriv", *ids, "--", "env", f"HOME={home}", *argv]
 
 
 def environment_ok() -> list[str]:

@@ -112,13 +112,18 @@ def report(facts: dict) -> None:
         print(f"  {name:<22} {value}")
 
 
+def _interrupted(signum, _frame) -> None:
+    """SIGTERM (CI's timeout, kill PID) unwinds like Ctrl-C, through every ``finally``: the
+    board's processes, the learner and the broker are stopped, nothing stays mounted."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if problems := environment_ok():
         print("emulated-pi-check: cannot run here:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
-    # SIGTERM (CI's timeout) unwinds like Ctrl-C, through every finally: children stopped.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupted)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="edge-rl-pi-check-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     facts: dict = {}
