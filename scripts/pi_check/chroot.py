@@ -26,6 +26,7 @@ The chroot shares the host's network namespace: the board reaches a broker on 12
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,14 +66,21 @@ MODELS = {m.name: m for m in (PI4, PI5)}
 CORES = 4
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-# Runs as root in the new mount namespace, before the chroot: $1 rootfs, $2 cpuinfo file,
-# $3 QEMU_CPU, then the command. The mounts are private to this namespace.
-_ENTER = r"""set -eu
+# Runs as root, as PID 1 of the new PID and mount namespaces, before the chroot: $1 rootfs,
+# $2 cpuinfo file, $3 QEMU_CPU, then the command. The mounts are private to the namespace.
+# It stays PID 1 (no exec) and hands SIGTERM on to the command: the kernel delivers to a
+# namespace's init only the signals it has a handler for, and kills every process left in
+# the namespace when it exits, so nothing the board started outlives the command.
+_ENTER = r"""set -u
 root=$1 cpuinfo=$2 cpu=$3; shift 3
-mount -t proc proc "$root/proc"
-mount --bind "$cpuinfo" "$root/proc/cpuinfo"
-mount --rbind /dev "$root/dev"
-exec env -i PATH="$PATH" HOME=/root LANG=C.UTF-8 QEMU_CPU="$cpu" chroot "$root" "$@"
+mount -t proc proc "$root/proc" && mount --bind "$cpuinfo" "$root/proc/cpuinfo" &&
+    mount --rbind /dev "$root/dev" || exit 125
+env -i PATH="$PATH" HOME=/root LANG=C.UTF-8 QEMU_CPU="$cpu" chroot "$root" "$@" &
+child=$!
+trap 'kill -TERM $child 2>/dev/null' TERM INT
+wait $child; rc=$?
+while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done
+exit $rc
 """
 
 
@@ -113,26 +121,16 @@ class Board:
             (cpu / name).write_text(f"0-{CORES - 1}\n")
 
     def command(self, argv: list[str]) -> list[str]:
-        return [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "/bin/sh",
-            "-c",
-            _ENTER,
-            "enter",
-            str(self.root),
-            str(self.cpuinfo),
-            self.model.qemu_cpu,
-            *argv,
-        ]
+        # --kill-child: if unshare dies (SIGKILL, or its parent's death), the namespace's
+        # init gets SIGKILL and the kernel kills the rest of the namespace with it.
+        ns = ["--pid", "--fork", "--kill-child=KILL", "--mount", "--propagation", "private"]
+        return ["unshare", *ns, "--", "/bin/sh", "-c", _ENTER, "enter", str(self.root),
+                str(self.cpuinfo), self.model.qemu_cpu, *argv]  # fmt: skip
 
     def popen(self, argv: list[str], log: Path) -> subprocess.Popen:
-        """``argv`` on the board in the background, output to ``log``. ``setpriv``,
-        ``unshare`` and the shell exec into the chroot, so the returned PID is the board's
-        process itself; it gets SIGTERM if this process dies (``--pdeathsig``)."""
+        """``argv`` on the board in the background, output to ``log``; the PID returned is
+        unshare's (stop it with ``stop``). It gets SIGTERM if this process dies
+        (``setpriv --pdeathsig``), and its namespace dies with it."""
         with open(log, "ab") as out:
             return subprocess.Popen(
                 die_with_parent(self.command(argv)),
@@ -161,15 +159,28 @@ class Board:
 
 
 def stop(proc: subprocess.Popen, grace_s: float = 20.0) -> int:
-    """SIGTERM by PID, then SIGKILL after ``grace_s``: the exit code, always bounded."""
-    if proc.poll() is None:
-        proc.terminate()
+    """Stop a board command by PID, bounded: SIGTERM to its namespace's init (unshare's
+    child, which hands it on to the command; unshare itself ignores SIGTERM while it waits),
+    then SIGKILL to unshare after ``grace_s``, which takes the whole namespace with it."""
+    if proc.poll() is not None:
+        return proc.returncode
+    for pid in _children(proc.pid):
         try:
-            return proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait(10)
-    return proc.returncode
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    try:
+        return proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(10)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def passwd_entry(root: Path, user: str) -> tuple[int, int, str]:

@@ -105,10 +105,15 @@ class TlsBroker:
         return f"mqtts://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, 10)
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 30.0) -> int:
+    """SIGTERM by PID, SIGKILL after ``grace_s``: the exit code, always bounded."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            return proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait(10)

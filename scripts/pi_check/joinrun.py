@@ -20,7 +20,7 @@ import numpy as np
 
 from .check import ACTOR_ID, DOCTOR_TIMEOUT_S, HERE, RUN, CheckFailed, PiCheck, expect
 from .chroot import as_user, check_no_mounts, stop
-from .host import cli_popen
+from .host import cli_popen, stop_process
 from .outputs import differing, observations
 from .outputs import run as host_outputs
 from .unit import command
@@ -69,7 +69,7 @@ def run(pi: PiCheck) -> dict:
             ) from None
         expect(actor_rc == 0, f"the board's actor exited {actor_rc}; see {pi.log('actor')}")
     finally:
-        stop(learner)
+        stop_process(learner)
         stop(actor)
         check_no_mounts(pi.root)
     log = pi.broker.log.read_text()

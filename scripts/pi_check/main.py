@@ -135,6 +135,9 @@ def main(argv: list[str]) -> int:
     except (CheckFailed, RuntimeError, OSError, KeyError, ValueError) as e:
         print(f"\nemulated-pi-check FAILED: {e}\n(logs in {work})", file=sys.stderr)
         args.keep = True
+    except KeyboardInterrupt as e:
+        print(f"\nemulated-pi-check interrupted ({e or 'Ctrl-C'}): stopped", file=sys.stderr)
+        facts["interrupted"] = True
     finally:
         facts["total_s"] = round(time.monotonic() - t0, 1)
         check_no_mounts(work)
@@ -144,4 +147,4 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(work, ignore_errors=True)
     if ok:
         report(facts)
-    return 0 if ok else 1
+    return 0 if ok else 130 if facts.get("interrupted") else 1
