@@ -1,5 +1,5 @@
 """``edge-rl``: learn | fleet | credentials; actor | doctor (cli_actor.py, what a board runs);
-flash (cli_flash.py); eval | report | keygen (cli_tools.py).
+flash | retire (cli_flash.py); eval | report | keygen (cli_tools.py).
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -22,7 +22,7 @@ from edge_rl.cli_actor import actor, doctor
 from edge_rl.cli_common import auth_from_options, auth_options, complete
 from edge_rl.cli_common import setup_logging as _setup_logging
 from edge_rl.cli_credentials import credentials
-from edge_rl.cli_flash import flash
+from edge_rl.cli_flash import flash, retire
 from edge_rl.cli_fleet import fleet
 from edge_rl.transport.broker import BrokerError  # standard library only
 
@@ -213,6 +213,7 @@ main.add_command(actor)
 main.add_command(doctor)
 main.add_command(fleet)
 main.add_command(flash)
+main.add_command(retire)
 main.add_command(credentials)
 main.add_command(cli_tools.eval_)
 main.add_command(cli_tools.report)

@@ -149,3 +149,35 @@ def flash(
         raise click.ClickException(str(e)) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@click.command()
+@click.option(
+    "--credentials",
+    "creds",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="The deployment's edge-rl credentials directory.",
+)
+@click.argument("ids", nargs=-1, required=True)
+def retire(creds, ids) -> None:
+    """Retire boards: their credentials move to CREDS/retired/, their passwords leave the
+    broker's password file (install it on the broker and reload mosquitto), and their ids
+    stay in the registry, never issued again."""
+    from edge_rl.flash import board_creds
+    from edge_rl.flash.ids import Registry
+
+    creds = Path(creds)
+    try:
+        with Registry.open(creds) as reg:
+            reg.retire(list(ids))
+            for actor_id in ids:
+                moved = board_creds.retire(creds, actor_id)
+                click.echo(f"retired {actor_id}" + (f": credentials in {moved}" if moved else ""))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    if (creds / "broker" / "mosquitto.passwd").exists():
+        click.echo(
+            f"install {creds}/broker/mosquitto.passwd on the broker and reload mosquitto: "
+            "until then the retired boards can still log in"
+        )

@@ -35,8 +35,9 @@ SCRIPT = textwrap.dedent(
     # The actor command itself, as a board runs it (--help parses and imports the command).
     from click.testing import CliRunner
     from edge_rl.cli import main
-    result = CliRunner().invoke(main, ["actor", "--help"])
-    assert result.exit_code == 0, result.output
+    for command in ("actor", "doctor"):  # what a board runs
+        result = CliRunner().invoke(main, [command, "--help"])
+        assert result.exit_code == 0, result.output
     print("ok")
     """
 )

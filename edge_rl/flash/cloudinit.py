@@ -8,7 +8,8 @@ bundle uses, all standard cloud-init modules:
   default ``raspberrypi``;
 * ``users`` (only with ``--ssh-key``): an admin login with that key, no password (recent
   images have no default user);
-* ``runcmd``: ``install.sh --purge-secrets`` from the bundle on the boot partition;
+* ``runcmd``: ``install.sh --purge-secrets`` from the bundle on the boot partition (and,
+  with ``--ssh-key``, ``systemctl enable --now ssh`` first);
 * ``network-config`` (version 2, netplan syntax, rendered by NetworkManager): Wi-Fi;
 * ``meta-data``: an ``instance_id`` per board and flash, so that cloud-init runs again on a
   re-flashed card instead of taking it for the instance it already set up.
@@ -42,7 +43,8 @@ def user_data(actor_id: str, ssh_key: str | None = None, admin_user: str = "edge
             }
         ]
         doc["ssh_pwauth"] = False
-        doc["enable_ssh"] = True  # Raspberry Pi OS's own module (rpi-cloud-init-mods)
+        # Raspberry Pi OS ships sshd disabled; a plain runcmd, not an image-specific module.
+        doc["runcmd"].insert(0, ["systemctl", "enable", "--now", "ssh"])
     header = (
         "#cloud-config\n"
         f"# edge-rl board {actor_id}: made by edge-rl flash. First boot runs the bundle's\n"

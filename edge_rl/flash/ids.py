@@ -55,11 +55,16 @@ class Registry:
 
     def check_new(self, ids: list[str], rotate: bool = False) -> None:
         """Each id well-formed and named once; not issued before (``rotate``: issued before)."""
+        if not ids:
+            raise ValueError("no actor ids given (--ids ID,ID or --count N)")
         for actor_id in ids:
             check_username(actor_id)
         dupes = sorted({a for a in ids if ids.count(a) > 1})
         if dupes:
             raise DuplicateId(f"actor ids named more than once: {', '.join(dupes)}")
+        retired = [a for a in ids if self.actors.get(a, {}).get("retired_unix")]
+        if retired:
+            raise DuplicateId(f"actor ids retired (edge-rl retire), never issued again: {retired}")
         if rotate:
             unknown = [a for a in ids if a not in self.actors]
             if unknown:
@@ -99,6 +104,18 @@ class Registry:
                 "issued_unix": round(now, 3),
                 "rotations": before.get("rotations", -1) + 1,
             }
+        self._save()
+
+    def retire(self, ids: list[str]) -> None:
+        """Mark ``ids`` retired: kept in the registry, so they are never issued again."""
+        unknown = [a for a in ids if a not in self.actors]
+        if unknown:
+            raise ValueError(f"never issued by {self.path}: {unknown}")
+        for actor_id in ids:
+            self.actors[actor_id]["retired_unix"] = round(time.time(), 3)
+        self._save()
+
+    def _save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"version": 1, "actors": self.actors}, indent=2) + "\n")
         tmp.replace(self.path)

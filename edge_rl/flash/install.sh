@@ -15,6 +15,7 @@
 # --purge-secrets: afterwards, delete the key and password from this bundle (the boot
 # partition is FAT: anyone with the card reads it). Safe to run again: each step checks.
 set -euo pipefail
+umask 022 # the venv and the public files readable by the service user, whatever called us
 
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PREFIX=/opt/edge-rl
@@ -36,7 +37,9 @@ log() { echo "edge-rl install: $*"; }
 fail() { echo "edge-rl install: FAILED: $*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || fail "run as root: sudo bash $0"
-PY="$(command -v python3)" || fail "no python3 on this board (apt install python3)"
+# The system's Python (a user's own, e.g. under /root, is not the service user's to run).
+PY=/usr/bin/python3
+[ -x "$PY" ] || fail "no $PY on this board (apt install python3 python3-venv)"
 PYV="$("$PY" -c 'import sys; print("%d%d" % sys.version_info[:2])')"
 ls "$SRC"/wheelhouse/numpy-*-cp"$PYV"-*.whl >/dev/null 2>&1 \
     || fail "the wheelhouse has no wheels for this board's Python (cp$PYV): edge-rl flash --python $("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
@@ -85,6 +88,7 @@ DOCTOR=(runuser -u "$SERVICE_USER" -- "$PREFIX/venv/bin/edge-rl" doctor --config
 SYSTEMD=0
 if [ -d /run/systemd/system ]; then SYSTEMD=1; fi
 report=/var/lib/edge-rl/doctor.txt
+cd /var/lib/edge-rl # a working directory the service user may read
 if ! "${DOCTOR[@]}" --skip-broker | tee "$report"; then
     cp "$report" "$SRC/doctor.txt" 2>/dev/null || true
     fail "edge-rl doctor: this board cannot act (the FAIL lines above say what to fix)"

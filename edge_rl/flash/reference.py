@@ -1,9 +1,9 @@
 """The bundle's reference model: a small int8 policy and its outputs recorded on the host.
 
 ``edge-rl doctor`` runs the same model on the board over the same inputs and requires the
-very same output bits: int8 XNNPACK kernels give bit-identical results on x86-64 and
-aarch64 (measured, docs/boards.md), so any difference means the board's runtime, its CPU
-emulation or the copied files are not what the learner's policies will meet.
+very same output bits: XNNPACK's int8 kernels compute in integers, so a board whose LiteRT
+matches the host's gives the host's bits, and any difference means the board's runtime,
+its CPU (emulation) or the copied files are not what the learner's policies will meet.
 
 The model is made once per host by the project's own exporter (a DQN Q-network on a
 CartPole-sized observation, fixed seed; TensorFlow, so this module is host-only) and kept in

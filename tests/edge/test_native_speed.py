@@ -1,0 +1,84 @@
+"""A board file on a real board adds no sleep; the simulated fleet still emulates the board.
+
+The Pi 4 file says ``compute_slowdown: 6``. ``edge-rl actor --board rpi4`` (what a board
+runs) must not apply it; a fleet member (``--emulate``, set by the fleet) must. Checked from
+what each actor reports: its final status's runtime breakdown (``emulation`` seconds).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+from edge_rl.edge.board import board_file, load_board
+from edge_rl.fleet.fleet import Fleet
+from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+from edge_rl.transport import codec
+from edge_rl.transport.memory import MemoryBroker
+from edge_rl.transport.topics import Topics
+from edge_rl.types import ControlMessage
+
+STEPS = "2000"
+
+
+def test_the_node_throttles_only_when_told_it_is_simulated(policy_keys):
+    board = load_board(board_file("rpi4"))
+    assert board.emulation.compute_slowdown == 6.0  # the file still describes the emulation
+    key = str(policy_keys[1])
+    for emulate, factor in ((False, 0.0), (True, 5.0)):
+        opts = ActorOptions("a", "CartPole-v1", "mqtt://unused", policy_key=key, emulate=emulate)
+        node = ActorNode(board, opts, connect=MemoryBroker().connect)
+        assert node.throttle.factor == factor
+        node.env.close()
+
+
+def _final_status(client, topics: Topics, actor_id: str, wait_for):
+    got = []
+    client.on_message = lambda _c, _u, msg: got.append(codec.decode_status(msg.payload))
+    client.subscribe(topics.status(actor_id), qos=1)
+    assert wait_for(lambda: any(s.state == "stopped" for s in got), 120), got[-1:]
+    return next(s for s in got if s.state == "stopped")
+
+
+def _running(client, topics: Topics) -> None:
+    payload = codec.encode_control(ControlMessage("running"))
+    client.publish(topics.control, payload, qos=1, retain=True).wait_for_publish(5)
+
+
+def test_edge_rl_actor_on_a_board_applies_no_emulation(
+    mosquitto, mqtt_client_factory, policy_keys, wait_for
+):
+    run = f"native-{uuid.uuid4().hex[:8]}"
+    topics = Topics("edge-rl", run)
+    client = mqtt_client_factory(mosquitto)
+    _running(client, topics)
+    p = subprocess.run(
+        [sys.executable, "-m", "edge_rl.cli", "actor", "--board", "rpi4", "--broker",
+         mosquitto.url, "--env", "CartPole-v1", "--id", "pi-n", "--run", run,
+         "--policy-key", str(policy_keys[1]), "--max-env-steps", STEPS, "--seed", "1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    status = _final_status(client, topics, "pi-n", wait_for)
+    assert status.board == "rpi4" and status.env_steps == int(STEPS)
+    assert status.breakdown["emulation"] == 0.0
+
+
+def test_the_fleet_still_emulates_its_board(
+    mosquitto, mqtt_client_factory, policy_keys, wait_for, tmp_path
+):
+    run = f"sim-{uuid.uuid4().hex[:8]}"
+    topics = Topics("edge-rl", run)
+    client = mqtt_client_factory(mosquitto)
+    _running(client, topics)
+    fleet = Fleet(1, board_file("rpi4"), mosquitto.url, "CartPole-v1", policy_key=policy_keys[1],
+                  run=run, log_dir=tmp_path, extra_args=("--max-env-steps", STEPS))  # fmt: skip
+    with fleet:
+        assert fleet.wait(120), "the fleet's actor did not finish"
+    assert fleet.exit_codes() == [0]
+    status = _final_status(client, topics, "sim-00", wait_for)
+    b = status.breakdown
+    assert status.env_steps == int(STEPS)
+    # It slept 5x its compute: the emulation bucket dwarfs the compute it stands for.
+    assert b["emulation"] > 2 * (b["inference"] + b["exploration"] + b["env_step"]) > 0
