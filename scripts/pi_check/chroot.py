@@ -31,8 +31,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_rl.transport.executables import die_with_parent
-
 
 @dataclass(frozen=True)
 class PiModel:
@@ -129,11 +127,12 @@ class Board:
 
     def popen(self, argv: list[str], log: Path) -> subprocess.Popen:
         """``argv`` on the board in the background, output to ``log``; the PID returned is
-        unshare's (stop it with ``stop``). It gets SIGTERM if this process dies
-        (``setpriv --pdeathsig``), and its namespace dies with it."""
+        unshare's (stop it with ``stop``). It gets SIGKILL if this process dies
+        (``setpriv --pdeathsig``, ``kill -9`` included), and its namespace dies with it."""
         with open(log, "ab") as out:
             return subprocess.Popen(
-                die_with_parent(self.command(argv)),
+                # KILL, not TERM: unshare ignores SIGTERM while it waits for its child.
+                ["setpriv", "--pdeathsig", "KILL", *self.command(argv)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
