@@ -166,7 +166,7 @@ def policy_payload(exported, run: str) -> bytes:
         model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
         model_size=len(exported.tflite),
         codec="zlib",
-        run_id=run,
+        run=run, run_id=BENCH_RUN_ID,
         created_unix=time.time(),
     )
     bundle = PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib"))
@@ -185,14 +185,15 @@ def _signer():
 
 
 _SIGNER = None
+BENCH_RUN_ID = "bench0000000000"  # the run start the benchmark's policy and control name
 
 
 class ActorRung:
     """The real ``ActorNode`` in a thread against Mosquitto, run in slices.
 
-    The policy (a real encoded bundle, retained) and control ``running`` (retained, no
-    credits: no flow-control limit) arrive on their topics. Between slices the node is
-    parked by setting ``run_state = "paused"`` (what a ``paused`` control message does), so
+    The policy (a real encoded bundle, retained), control ``running`` and a credit grant
+    with no practical limit (retained) arrive on their topics. Between slices the node is
+    parked by setting its run control's state to ``paused`` (what a ``paused`` control does), so
     that it takes turns with the in-process rungs instead of competing with them for the CPU.
     """
 
@@ -201,7 +202,6 @@ class ActorRung:
         from edge_rl.nodes.actor_node import ActorNode, ActorOptions
 
         run = f"bench-{uuid.uuid4().hex[:8]}"
-        self.learner = _publish_policy_and_control(broker.url, run, exported)
         board = BoardConfig(board="bench-host", emulation=Emulation(compute_slowdown=1.0))
         import tempfile
         from pathlib import Path
@@ -213,6 +213,7 @@ class ActorRung:
             policy_key=str(key),
         )  # fmt: skip
         self.node = node = ActorNode(board, opts)
+        self.learner = _publish_policy_and_control(broker.url, run, exported, node.session)
         self.publish_ns = [0, 0]  # time inside MqttTransport.publish, calls
         real_publish = node.transport.publish
 
@@ -230,17 +231,14 @@ class ActorRung:
         self.thread.start()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not self.error:
-            if node.slot.current is not None and node.run_state == "running" and node.env_steps:
+            if node.slot.current is not None and node.rc.state == "running" and node.env_steps:
                 break
             time.sleep(0.01)
         else:
             self.close()
             raise RuntimeError(f"actor did not start running a policy: {self.error or 'timeout'}")
-        if node.credit is not None:
-            self.close()
-            raise RuntimeError(f"control granted a credit limit ({node.credit}); expected none")
         time.sleep(0.2)  # warm-up
-        node.run_state = "paused"
+        node.rc.state = "paused"
         self.clocks = {
             "actor loop": thread_clock(self.thread.ident),
             "paho network": paho_clock(node.transport),
@@ -259,8 +257,8 @@ class ActorRung:
 
     def run(self, seconds: float) -> tuple[int, int, float, float]:
         node = self.node
-        node.run_state = "running"
-        time.sleep(0.02)  # a paused node looks at run_state every 10 ms
+        node.rc.state = "running"
+        time.sleep(0.02)  # a paused node looks at its state every 10 ms
         c0 = read_clocks(self.clocks)
         s0, e0, b0, p0 = node.env_steps, node.episodes, node.batches_sent, list(self.publish_ns)
         t0 = time.perf_counter()
@@ -268,7 +266,7 @@ class ActorRung:
         s1, e1, b1, p1 = node.env_steps, node.episodes, node.batches_sent, list(self.publish_ns)
         t1 = time.perf_counter()
         c1 = read_clocks(self.clocks)
-        node.run_state = "paused"
+        node.rc.state = "paused"
         if self.error:
             raise RuntimeError(f"actor node failed: {self.error[0]!r}")
         for k in c0:
@@ -279,21 +277,20 @@ class ActorRung:
         return s1 - s0, e1 - e0, t1 - t0, c1["actor loop"] - c0["actor loop"]
 
     def close(self) -> None:
-        self.node.run_state = "stopped"
+        self.node.stop()
         self.thread.join(20)
         self.learner.stop()
 
 
-def _publish_policy_and_control(url: str, run: str, exported):
-    """What a learner would retain for the actor: policy v1 and control ``running``.
-
-    ``ControlMessage("running")`` with no credits and no default credit grants no limit.
+def _publish_policy_and_control(url: str, run: str, exported, session: int):
+    """What a learner would retain for the actor: policy v1, control ``running`` and a
+    credit grant to the actor's process (``session``) of 10^12 steps: no practical limit.
     Returns the (started) transport; stop it when done.
     """
     from edge_rl.transport import codec
     from edge_rl.transport.mqtt import MqttTransport
     from edge_rl.transport.topics import Topics
-    from edge_rl.types import ControlMessage
+    from edge_rl.types import ControlMessage, CreditGrant
 
     topics = Topics("edge-rl", run)
     learner = MqttTransport(url, client_id=f"bench-learner-{run}")
@@ -301,8 +298,10 @@ def _publish_policy_and_control(url: str, run: str, exported):
     if not learner.wait_connected(10):
         raise RuntimeError(f"no broker at {url}")
     ok = learner.publish(topics.policy, policy_payload(exported, run), retain=True, wait=5)
-    control = codec.encode_control(ControlMessage("running"))
+    control = codec.encode_control(ControlMessage("running", BENCH_RUN_ID))
     ok = ok and learner.publish(topics.control, control, retain=True, wait=5)
+    grant = codec.encode_credit(CreditGrant(BENCH_RUN_ID, session, 10**12))
+    ok = ok and learner.publish(topics.credit("bench-00"), grant, retain=True, wait=5)
     if not ok:
         learner.stop()
         raise RuntimeError("could not publish the policy / control messages")

@@ -17,9 +17,10 @@ included), of which ``emulation``, its steps/s over that busy time, and the flee
 (the power model charges busy seconds at ``busy_w``). Arms take turns in each round (order
 rotated), under ``nice``: the machine's load moves absolute times, not the side-by-side.
 
-A second table takes the learner out: the actor alone (a retained ``running`` control with
-no credit limit, ``--max-env-steps``), so its own speed decides its time: wall seconds of its
-loop for the steps, of which ``emulation``, and steps/s.
+A second table takes the learner out: the actor alone (this script plays the learner: a
+retained ``running`` control and a credit grant with no practical limit; the actor stops
+after ``--max-env-steps``), so its own speed decides its time: wall seconds of its loop for
+the steps, of which ``emulation``, and steps/s.
 
     .venv/bin/python benchmarks/board_speed.py [--rounds 3] [--alone-rounds 5] [--steps 4000]
 """
@@ -43,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table  # noqa: E402
 from edge_rl.edge.board import board_file  # noqa: E402
 from edge_rl.transport.broker import EmbeddedBroker  # noqa: E402
+from edge_rl.transport.executables import die_with_parent  # noqa: E402
 
 ARMS = ("rpi4", "no emulation", "rpi4 --emulate")
 # The example's networks (256-256) and export cadence; no model selection, a short eval.
@@ -63,9 +65,11 @@ def one_run(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> d
                  "--seed", "1", *(["--emulate"] if arm.endswith("--emulate") else [])]  # fmt: skip
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         with open(work / "learn.log", "ab") as log_l, open(work / "actor.log", "ab") as log_a:
-            lp = subprocess.Popen(learn, stdout=log_l, stderr=subprocess.STDOUT, env=env)
+            # Children die with this script (setpriv --pdeathsig): none is left behind.
+            out_l, out_a, err = log_l, log_a, subprocess.STDOUT
+            lp = subprocess.Popen(die_with_parent(learn), stdout=out_l, stderr=err, env=env)
             t0 = time.monotonic()
-            ap = subprocess.Popen(actor, stdout=log_a, stderr=subprocess.STDOUT, env=env)
+            ap = subprocess.Popen(die_with_parent(actor), stdout=out_a, stderr=err, env=env)
             try:
                 ap.wait(timeout=900)
                 actor_s = time.monotonic() - t0
@@ -96,7 +100,7 @@ def alone(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> dic
 
     from edge_rl.transport import codec
     from edge_rl.transport.topics import Topics
-    from edge_rl.types import ControlMessage
+    from edge_rl.types import ControlMessage, CreditGrant
 
     topics = Topics("edge-rl", f"alone-{time.monotonic_ns()}")
     board = str(plain_board) if arm == "no emulation" else "rpi4"
@@ -108,16 +112,31 @@ def alone(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> dic
         client.loop_start()
         try:
             client.subscribe(topics.status("pi-01"), qos=1)
-            payload = codec.encode_control(ControlMessage("running"))
-            client.publish(topics.control, payload, qos=1, retain=True).wait_for_publish(5)
-            subprocess.run(
-                [sys.executable, "-m", "edge_rl.cli", "actor", "--board", board, "--broker",
-                 broker.url, "--env", "CartPole-v1", "--id", "pi-01", "--run", topics.run,
-                 "--policy-key", str(key.with_suffix(".pub")), "--seed", "1",
-                 "--max-env-steps", str(steps),
-                 *(["--emulate"] if arm.endswith("--emulate") else [])],
-                check=True, capture_output=True, timeout=600,
-            )  # fmt: skip
+            actor = [sys.executable, "-m", "edge_rl.cli", "actor", "--board", board,
+                     "--broker", broker.url, "--env", "CartPole-v1", "--id", "pi-01",
+                     "--run", topics.run, "--policy-key", str(key.with_suffix(".pub")),
+                     "--seed", "1", "--max-env-steps", str(steps),
+                     *(["--emulate"] if arm.endswith("--emulate") else [])]  # fmt: skip
+            proc = subprocess.Popen(die_with_parent(actor), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)  # fmt: skip
+            try:
+                # Be the learner (protocol v3): a run start, and unlimited credit for the
+                # session the actor's first status names.
+                deadline = time.monotonic() + 60
+                while not any(s.session for s in got):
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise RuntimeError(f"{arm}: the actor never reported (see {work})")
+                    time.sleep(0.02)
+                session = next(s.session for s in got if s.session)
+                control = codec.encode_control(ControlMessage("running", "bench"))
+                grant = codec.encode_credit(CreditGrant("bench", session, 10**9))
+                for topic, payload in ((topics.control, control), (topics.credit("pi-01"), grant)):
+                    client.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
+                proc.wait(timeout=600)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             deadline = time.monotonic() + 10
             while not any(s.state == "stopped" for s in got) and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -63,7 +63,7 @@ def bench(label: str, model: bytes, obs_dim: int, outputs: int, rounds: int) -> 
         input_quant=QuantParams("float32", 0.0, 0), output_quant=QuantParams("float32", 0.0, 0),
         obs_mean=(0.0,) * obs_dim, obs_std=(1.0,) * obs_dim, exploration={"epsilon": 0.05},
         learner_step=0, model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
-        codec="zlib", run_id="bench",
+        codec="zlib", run="bench", run_id="b1",
     )  # fmt: skip
     bundle = PolicyBundle(manifest, packed)
     times: dict[str, list[float]] = {k: [] for k in ("sign", "verify", "decode", "load")}
@@ -81,7 +81,7 @@ def bench(label: str, model: bytes, obs_dim: int, outputs: int, rounds: int) -> 
         t2 = time.perf_counter()
         codec.decode_policy(payload, verifier, max_bytes=len(payload))
         t3 = time.perf_counter()
-        slot = PolicySlot(spec, verifier, run="bench", max_model_bytes=len(model) + 1)
+        slot = PolicySlot(spec, verifier, run="bench", run_id="b1", max_model_bytes=len(model) + 1)
         slot.load(payload)
         t4 = time.perf_counter()
         for k, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):

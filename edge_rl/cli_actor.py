@@ -102,11 +102,13 @@ def actor(
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     # SIGTERM (systemd, the fleet) stops like the learner's "stopped": flush, say goodbye.
-    signal.signal(signal.SIGTERM, lambda *_: setattr(node, "run_state", "stopped"))
+    signal.signal(signal.SIGTERM, lambda *_: node.stop())
     try:
         node.run()
     except KeyboardInterrupt:
         pass
+    if node.rc.state == "refused":  # another live actor has this id (logged): not a crash,
+        sys.exit(3)  # but not a success either (the unit does not restart on 3)
 
 
 @click.command()

@@ -28,12 +28,20 @@ class FleetConfig:
     # Actors one run keeps state for (statuses, credit, sequence numbers); a status or a
     # batch from one more is refused and counted: invented ids must not grow the learner.
     max_actors: int = 10_000
+    # Two live processes under one actor id: the newcomer is refused. A new process of an
+    # id whose old one went offline (its last will) or silent owns the id after this long
+    # (a restarted board waits this much before it is granted credit; docs/protocol.md §5.3).
+    identity_window_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.actors <= 64:
             raise ValueError(f"fleet.actors must be in [0, 64], got {self.actors}")
         if not 1 <= self.max_actors <= 1_000_000:
             raise ValueError(f"fleet.max_actors must be in [1, 1e6], got {self.max_actors}")
+        if not 0.0 <= self.identity_window_s <= 600.0:
+            raise ValueError(
+                f"fleet.identity_window_s must be in [0, 600], got {self.identity_window_s}"
+            )
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ class TransitionBatch:
     next_obs: np.ndarray  # [n, *obs_shape] float32
     terminated: np.ndarray  # [n] bool: the MDP ended, do not bootstrap
     truncated: np.ndarray  # [n] bool: cut by a time limit, bootstrap from next_obs
+    run_id: str = ""  # the run start the actor stepped for (the control message's run_id)
 
     ARRAYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
@@ -84,7 +85,8 @@ class PolicyManifest:
     codec: str  # compression of the model bytes in the bundle: "zlib" | "none"
     # What the model outputs: "q_values" (DQN: act with argmax) or "action" (TD3).
     output_kind: str = "q_values"
-    run_id: str = ""
+    run: str = ""  # the run name (a topic level)
+    run_id: str = ""  # the learner's run start it was published in (RunIdentity)
     created_unix: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -120,22 +122,34 @@ class ActorStatus:
     time_unix: float = 0.0
     # Seconds per bucket (keys in BREAKDOWN_KEYS); empty from actors that predate it.
     breakdown: dict[str, float] = field(default_factory=dict)
+    run_id: str = ""  # the run start the actor takes part in; "" before it saw a control
+    session: int = 0  # the actor's session (TransitionBatch.session): one per process and run
 
 
 @dataclass(frozen=True)
 class ControlMessage:
-    """Run state and env-step credit from the learner to every actor (retained).
+    """The run's state, from the learner to every actor (retained): one small message
+    whatever the fleet's size. Credit goes to each actor on its own topic (CreditGrant).
 
-    Credit is flow control: an actor may step while its own env-step count is below
-    ``credits[actor_id]`` (``default_credit`` if it is not listed yet; no limit if both are
-    None). The learner grants credit as its updates keep up with the replay ratio, so the
-    env-step budget is not spent on stale policies while it trains.
+    ``run_id`` names this start of the run (RunIdentity): an actor takes part in the run
+    start of the newest control message, and drops what it held of an earlier one.
     """
 
     state: RunState
-    credits: dict[str, int] = field(default_factory=dict)
-    default_credit: int | None = None
+    run_id: str = ""
     reason: str = ""
 
-    def credit_for(self, actor_id: str) -> int | None:
-        return self.credits.get(actor_id, self.default_credit)
+
+@dataclass(frozen=True)
+class CreditGrant:
+    """Env-step credit for one actor process, on ``<base>/actors/<id>/credit`` (retained).
+
+    Flow control: the process whose session is ``session`` may step while its env-step
+    count (since it joined run ``run_id``) is below ``credit``. A process of the same id in
+    ``refused`` is a duplicate of a live one: it stops (docs/protocol.md §5.3).
+    """
+
+    run_id: str
+    session: int
+    credit: int
+    refused: tuple[int, ...] = ()

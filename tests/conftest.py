@@ -249,3 +249,25 @@ def _wait_for(cond: Callable[[], bool], timeout: float) -> bool:
 @pytest.fixture
 def wait_for() -> Callable[[Callable[[], bool], float], bool]:
     return _wait_for
+
+
+TEST_RUN_ID = "test-run-start"  # the run start of control messages tests publish by hand
+
+
+@pytest.fixture
+def grant_run():
+    """``grant_run(client, topics, actor_id, session, state=, credit=, run_id=)``."""
+    return _grant_run
+
+
+def _grant_run(client, topics, actor_id: str, session: int, *, state: str = "running",
+              credit: int = 10**9, run_id: str = TEST_RUN_ID) -> None:  # fmt: skip
+    """Be the learner for one actor (protocol v3 §5): a retained control message naming a
+    run start, and a retained credit grant (default: no practical limit) to its process."""
+    from edge_rl.transport import codec
+    from edge_rl.types import ControlMessage, CreditGrant
+
+    control = codec.encode_control(ControlMessage(state, run_id))
+    client.publish(topics.control, control, qos=1, retain=True).wait_for_publish(5)
+    grant = codec.encode_credit(CreditGrant(run_id, session, credit))
+    client.publish(topics.credit(actor_id), grant, qos=1, retain=True).wait_for_publish(5)

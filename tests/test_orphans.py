@@ -79,7 +79,7 @@ def test_broker_and_fleet_exit_when_the_learner_is_killed(
 
 
 def test_an_actor_told_to_stop_does_not_wait_for_its_broker(policy_keys):
-    """SIGTERM sets ``run_state = "stopped"``; with no broker to connect to, the actor must
+    """SIGTERM calls ``node.stop()``; with no broker to connect to, the actor must
     not sit out its 30 s connect wait first (a fleet whose learner died would linger)."""
     from edge_rl.edge.board import BoardConfig
     from edge_rl.nodes.actor_node import ActorNode, ActorOptions
@@ -94,7 +94,7 @@ def test_an_actor_told_to_stop_does_not_wait_for_its_broker(policy_keys):
     def counted_wait(timeout: float) -> bool:
         waits.append(timeout)
         if len(waits) == 3:  # mid-wait, as a signal would land
-            node.run_state = "stopped"  # what the actor's SIGTERM handler does
+            node.stop()  # what the actor's SIGTERM handler does
         return wait_connected(timeout)
 
     node.transport.wait_connected = counted_wait

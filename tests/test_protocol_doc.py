@@ -132,7 +132,7 @@ def test_each_documented_interval_range_is_the_one_the_board_file_accepts(row):
 
 # --- §5 status ----------------------------------------------------------------------------
 
-STATUS_SECTION = _section("## 5. Status (`ERLS`) and control (`ERLC`)")
+STATUS_SECTION = _section("## 5. Status (`ERLS`), control (`ERLC`) and credit (`ERLG`)")
 STATUS_ROWS = _table(STATUS_SECTION, "field")  # the first such table: the status's
 REQUIRED_HEADER = {"actor_id": "a", "state": "running"}
 

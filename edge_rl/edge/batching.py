@@ -18,6 +18,7 @@ class Batcher:
         self.actor_id, self.session = actor_id, session
         self.batch_size, self.flush_interval_s = batch_size, flush_interval_s
         self.seq = 0
+        self.run_id = ""  # the run start the transitions are stepped for (RunControl)
         self._rows: list[tuple] = []
         self._version = 0
         self._first_t = 0.0
@@ -49,6 +50,7 @@ class Batcher:
             session=self.session,
             seq=self.seq,
             policy_version=self._version,
+            run_id=self.run_id,
             obs=np.asarray(obs, np.float32),
             action=np.asarray(action),
             reward=np.asarray(reward, np.float32),

@@ -33,3 +33,13 @@ def gaussian(
     a = np.asarray(action, np.float32).reshape(-1)
     noisy = a + rng.normal(0.0, sigma, a.shape).astype(np.float32) * (high - low) / 2
     return np.clip(noisy, low, high).reshape(spec.action_shape)
+
+
+def explore(
+    out: np.ndarray, exploration: dict[str, float], spec: EnvSpec, rng: np.random.Generator
+) -> np.ndarray:
+    """The model's output (Q-values, or an action in bounds) -> the action to take, with
+    the exploration the policy's manifest carries (``epsilon`` or ``sigma``)."""
+    if spec.discrete:
+        return epsilon_greedy(out, exploration.get("epsilon", 0.0), rng)
+    return gaussian(out, exploration.get("sigma", 0.0), spec, rng)

@@ -1,6 +1,7 @@
 """The policy slot: verify and load new policies off the actor loop, swap between steps.
 
     slot = PolicySlot(spec, Verifier.from_file(key), run="cartpole", num_threads=4)
+    slot.set_run(run_id)           # when the actor joins a run start: its policies only
     slot.start()
     # paho network thread, on every message on the policy topic:
     slot.offer(payload)
@@ -53,6 +54,7 @@ class PolicySlot:
         verifier: Verifier,
         *,
         run: str,
+        run_id: str | None = None,
         num_threads: int = 1,
         max_model_bytes: int = 8_000_000,
         max_tensor_bytes: int = 64_000_000,
@@ -67,6 +69,10 @@ class PolicySlot:
         self.receive_seconds = 0.0  # decode + verify + decompress, every payload
         self.load_seconds = 0.0  # interpreter construction + allocate_tensors, every attempt
         self._pending: bytes | None = None
+        # The run start policies must be of (set_run, when the actor joins one): while there
+        # is none, nothing is loaded.
+        self.run_id = run_id
+        self._latest: bytes | None = None  # the newest payload offered, for set_run
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = False
@@ -87,7 +93,14 @@ class PolicySlot:
     def offer(self, payload: bytes) -> None:
         """Hand over a policy payload (any thread); replaces one not yet loaded."""
         with self._lock:
-            self._pending = payload
+            self._pending = self._latest = payload
+        self._wake.set()
+
+    def set_run(self, run_id: str) -> None:
+        """A new run start: its policies only, from none. The newest payload offered is
+        tried again (it may have arrived before the control message that names the run)."""
+        with self._lock:
+            self.run_id, self.current, self._pending = run_id, None, self._latest
         self._wake.set()
 
     def _run(self) -> None:
@@ -100,11 +113,17 @@ class PolicySlot:
     def load_pending(self) -> None:
         """Load the newest offered payload, if any; a refusal is counted, never raised."""
         with self._lock:
-            payload, self._pending = self._pending, None
+            if self.run_id is None:
+                return  # kept pending until the actor joins a run start
+            payload, self._pending, run_id = self._pending, None, self.run_id
         if payload is None:
             return
         try:
-            self.current = self.load(payload)
+            loaded = self.load(payload)
+            with self._lock:
+                if self.run_id != run_id:
+                    return  # the actor joined another run start meanwhile
+                self.current = loaded
             self.loaded += 1
         except CodecError as e:
             self._reject(e.reason, str(e))
@@ -171,8 +190,11 @@ class PolicySlot:
         """Verify, decode, check run, version and spec, decompress and hash."""
         bundle = decode_policy(payload, self.verifier, max_bytes=self.max_model_bytes + 64 * 1024)
         m = bundle.manifest
-        if m.run_id != self.run:
-            raise CodecError("wrong_run", f"policy of run {m.run_id!r}, actor in {self.run!r}")
+        if m.run != self.run or m.run_id != self.run_id:
+            raise CodecError(
+                "wrong_run", f"policy of run {m.run!r} start {m.run_id!r}, actor in "
+                f"{self.run!r} start {self.run_id!r}",
+            )  # fmt: skip
         if m.policy_version <= self.version:
             raise CodecError(
                 "stale_version", f"v{m.policy_version} is not newer than v{self.version}"

@@ -30,7 +30,6 @@ from edge_rl.transport.executables import die_with_parent
 log = logging.getLogger(__name__)
 
 
-
 def fleet_ids(n: int, prefix: str = "sim") -> list[str]:
     """The actor ids of a simulated fleet: ``sim-00``, ``sim-01``, ..."""
     return [f"{prefix}-{i:02d}" for i in range(n)]

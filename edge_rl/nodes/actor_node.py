@@ -9,11 +9,11 @@
            obs' = env.step(action)
            batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
 
-Control: the actor steps only while the learner's retained control says ``running`` and
-its env-step count is below the credit the learner granted it (flow control; waiting, it
-ships what it has batched so the learner can grant more). A ``stopped`` seen after
-running flushes everything, publishes a final status and returns; a ``stopped`` left over
-from an earlier run (the first control seen) just waits.
+Control (edge/run_control.py): the actor joins the run start the learner's retained
+control names, and steps only while it says ``running`` and its env-step count is below the
+credit granted to this process (flow control; waiting, it ships what it has batched so the
+learner can grant more). A ``stopped`` of its run flushes everything, publishes a final
+status and returns; one of another run start (an earlier run's leftover) is ignored.
 
 Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
 since ``run()`` into env_step / inference / exploration / publish / emulation (simulated
@@ -36,8 +36,9 @@ from edge_rl.edge.batching import Batcher, Spool
 from edge_rl.edge.board import BoardConfig
 from edge_rl.edge.emulation import Throttle
 from edge_rl.edge.envs import make_env
-from edge_rl.edge.exploration import epsilon_greedy, gaussian, random_action
+from edge_rl.edge.exploration import explore, random_action
 from edge_rl.edge.policy_slot import PolicySlot
+from edge_rl.edge.run_control import RunControl
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.breakdown import LapClock
 from edge_rl.transport import codec
@@ -82,31 +83,28 @@ class ActorNode:
                 "FILE or policy_public_key in the board file (edge-rl keygen makes a pair)"
             )
         self.slot = PolicySlot(
-            self.spec,
-            Verifier.from_file(Path(key)),
-            run=opts.run,
-            num_threads=board.num_threads,
-            max_model_bytes=board.max_policy_bytes,
-            max_tensor_bytes=board.max_tensor_bytes,
+            self.spec, Verifier.from_file(Path(key)), run=opts.run, num_threads=board.num_threads,
+            max_model_bytes=board.max_policy_bytes, max_tensor_bytes=board.max_tensor_bytes,
             runtime=board.runtime,
-        )
+        )  # fmt: skip
         self.batcher = Batcher(
             opts.actor_id, self.session, board.batch_size, board.flush_interval_s
         )
         self.spool = Spool(board.spool_limit_bytes)
         self.throttle = Throttle(board.emulation.compute_slowdown if opts.emulate else 1.0)
-        self.run_state = "waiting"  # until the learner's control message says running
-        self.credit: int | None = None  # env steps allowed so far (None: no limit)
-        self._ran = False
+        self.rc = RunControl(opts.actor_id, self.session)  # run start, state and credit
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
-        self.control_rejected = self.transitions_oversize = 0
+        self.transitions_oversize = 0
         self.steps_per_s = 0.0
         self._returns: deque[float] = deque(maxlen=20)
         self.clock = LapClock(ACTOR_LOOP_BUCKETS)  # restarted when run() begins
         connect = connect or mqtt_connect(opts.broker)
         self.transport = connect(
             f"actor-{opts.actor_id}",
-            subscriptions=[(self.topics.policy, 1), (self.topics.control, 1)],
+            subscriptions=[
+                (self.topics.policy, 1), (self.topics.control, 1),
+                (self.topics.credit(opts.actor_id), 1),
+            ],  # fmt: skip
             on_message=self._on_message,
             will=(self.topics.status(opts.actor_id), codec.encode_status(self._status("offline"))),
             on_connect=lambda: self._publish_status("starting"),
@@ -116,21 +114,29 @@ class ActorNode:
 
     def _on_message(self, topic: str, payload: bytes) -> None:
         if topic == self.topics.policy:
-            self.slot.offer(payload)  # verified and loaded on the slot's thread
+            if payload:  # (empty: the learner cleared the retained policy)
+                self.slot.offer(payload)  # verified and loaded on the slot's thread
         elif topic == self.topics.control:
-            try:
-                control = codec.decode_control(payload)
-            except codec.CodecError as e:
-                self.control_rejected += 1
-                log.warning("control message rejected: %s", e)
-                return
-            if control.state == "stopped" and not self._ran:
-                return  # left over from an earlier run: no "running" seen before it
-            if self.run_state == "stopped":
-                return  # final: a redelivered "running" must not restart a stopping actor
-            self.credit = control.credit_for(self.opts.actor_id)
-            self.run_state = control.state
-            self._ran = self._ran or control.state == "running"  # this run's learner is up
+            self.rc.on_control(payload)
+        else:
+            self.rc.on_credit(payload)
+
+    def stop(self) -> None:
+        """SIGTERM: stop as on the learner's "stopped" (flush, final status)."""
+        self.rc.stop()
+
+    def _join(self, run_id: str) -> None:
+        """A new run start: what this process did for an earlier one is no one's now. Counts
+        start from zero (credit is per run start) and the policy slot waits for its policy."""
+        if len(self.batcher):  # the open batch and the spool: stepped for the old run start
+            self.batcher.take()
+        self.batcher.run_id = run_id
+        self.spool = Spool(self.board.spool_limit_bytes)
+        self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
+        self.transitions_oversize = 0
+        self._returns.clear()
+        self.slot.set_run(run_id)
+        log.info("joined run %s (start %s)", self.opts.run, run_id)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -139,7 +145,7 @@ class ActorNode:
         self.transport.start()
         self.slot.start()
         deadline = time.monotonic() + 30  # a stop (SIGTERM) ends the wait
-        while not self.transport.wait_connected(0.1) and self.run_state != "stopped":
+        while not self.transport.wait_connected(0.1) and not self.rc.done:
             if time.monotonic() > deadline:
                 log.warning("no broker at %s yet; still trying", self.opts.broker)
                 break
@@ -154,14 +160,17 @@ class ActorNode:
         obs, _ = self.env.reset(seed=self.opts.seed)
         lap("env_step")
         ep_return, next_status, rate_t, rate_steps = 0.0, 0.0, time.monotonic(), 0
-        while self.run_state != "stopped":
+        while not self.rc.done:
+            if (run_id := self.rc.take_join()) is not None:
+                self._join(run_id)
+                next_status = 0.0  # say so at once: the learner ignores other run starts
             now = time.monotonic()
             if now >= next_status:
                 self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())
                 next_status = now + self.board.status_interval_s
-            if self._state() != "running":  # paused, out of credit, or no learner yet
+            if not self.rc.may_step(self.env_steps):  # paused, out of credit, no learner yet
                 lap("idle")  # status, bookkeeping, and the last sleep
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 lap("publish")
@@ -175,7 +184,7 @@ class ActorNode:
                 version, action = 0, random_action(self.spec, self.rng)
             else:
                 version = policy.manifest.policy_version
-                action = self._explore(out, policy.manifest.exploration)
+                action = explore(out, policy.manifest.exploration, self.spec, self.rng)
             compute += lap("exploration")
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
             compute += lap("env_step")
@@ -201,20 +210,8 @@ class ActorNode:
             if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
                 break
 
-    def _explore(self, out: np.ndarray, exploration: dict[str, float]) -> np.ndarray:
-        """The model's output (Q-values or an action in bounds) -> the action to take."""
-        if self.spec.discrete:
-            return epsilon_greedy(out, exploration.get("epsilon", 0.0), self.rng)
-        return gaussian(out, exploration.get("sigma", 0.0), self.spec, self.rng)
-
     def _state(self) -> ActorState:
-        if self.run_state == "waiting":
-            return "starting"  # no control message from a learner yet
-        if self.run_state == "paused" or (
-            self.credit is not None and self.env_steps >= self.credit
-        ):
-            return "paused"
-        return "running"
+        return self.rc.status_state(self.env_steps)
 
     def _ship(self, batch: TransitionBatch | None) -> None:
         if batch is not None:
@@ -237,6 +234,9 @@ class ActorNode:
         """Flush what is batched and spooled (bounded wait), say goodbye, disconnect."""
         lap = self.clock.lap
         lap("idle")
+        if self.rc.state == "refused":  # another process owns the id: leave its status be
+            self.slot.stop(), self.transport.stop(), self.env.close()
+            return
         self._ship(self.batcher.take())
         lap("publish")
         deadline = time.monotonic() + 10
@@ -246,9 +246,7 @@ class ActorNode:
             self._ship(None)
             lap("publish")
         self._publish_status("stopped", wait=5.0)  # its breakdown ends at the last lap
-        self.slot.stop()
-        self.transport.stop()
-        self.env.close()
+        self.slot.stop(), self.transport.stop(), self.env.close()
         log.info(
             "actor %s done: %d env steps, %d transitions sent, %d dropped",
             self.opts.actor_id,
@@ -272,13 +270,15 @@ class ActorNode:
             batches_sent=self.batches_sent,
             batches_dropped=self.spool.dropped_batches,
             policies_rejected=sum(self.slot.rejected.values()),
-            control_rejected=self.control_rejected,
+            control_rejected=self.rc.rejected,
             transitions_oversize=self.transitions_oversize,
             transitions_dropped=self.spool.dropped_transitions,
             env_steps_per_s=round(self.steps_per_s, 1),
             recent_return=float(np.mean(self._returns)) if self._returns else None,
             time_unix=time.time(),
             breakdown=self._breakdown(),
+            run_id=self.rc.run_id or "",
+            session=self.session,
         )
 
     def _breakdown(self) -> dict[str, float]:

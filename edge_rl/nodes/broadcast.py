@@ -3,6 +3,7 @@
     broadcast = PolicyBroadcast(topics, publish, publisher, cfg.transport)
     broadcast.publish(published, env_steps)   # True once the broker has it (retained)
     broadcast.republish()                     # after a reconnect
+    broadcast.clear()                         # at the start and end of the run
     broadcast.version                         # of the last publish; 0 = none yet
 
 Every publish appends one line to ``publishes.jsonl``: version, learner step, env steps,
@@ -20,7 +21,6 @@ from pathlib import Path
 
 from edge_rl.config import TransportConfig
 from edge_rl.nodes.publisher import PolicyPublisher, Published
-from edge_rl.transport import codec
 from edge_rl.transport.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,6 @@ class PolicyBroadcast:
         self.topic = topics.policy
         self._publish, self._save, self.run_dir = publish, publisher.save, publisher.run_dir
         self.max_policy_bytes = transport.max_packet_bytes
-        self.verifier = publisher.signer.verifier()  # this learner's own key
-        self.foreign = 0  # retained policies on our topic that this learner did not sign
         self._lock = threading.Lock()
         self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
         self.current: Published | None = None  # the policy actors run now
@@ -58,8 +56,6 @@ class PolicyBroadcast:
             if not sent:
                 log.warning("policy v%d not published: broker not connected", version)
                 return False
-            # Assign, don't increment: the broker's echo of this publish may already have
-            # raised the version (observe_retained).
             self.version, self.current = version, published
             self._save(published)
             self._log(published, env_steps)
@@ -71,19 +67,11 @@ class PolicyBroadcast:
             if self.current is not None:
                 self._publish(self.topic, self.current.payload, retain=True)
 
-    def observe_retained(self, payload: bytes) -> None:
-        """A retained policy signed by this learner's key (an earlier run of it): versions go
-        on past it. One it did not sign is counted and never moves the version."""
-        try:
-            bundle = codec.decode_policy(payload, self.verifier, self.max_policy_bytes)
-        except codec.CodecError as e:
-            self.foreign += 1
-            if self.foreign == 1:
-                log.warning("a policy on %s not signed by this learner: %s", self.topic, e)
-            return
-        v = bundle.manifest.policy_version
+    def clear(self) -> None:
+        """Clear the retained policy (an empty retained payload): at the start, what an
+        earlier run left there; at the end, this run's, which no board should load now."""
         with self._lock:
-            self.version = max(self.version, v)
+            self._publish(self.topic, b"", retain=True)
 
     def continue_after_manifest(self, path: Path) -> None:
         """Versions go on past the run directory's last published policy, if any."""

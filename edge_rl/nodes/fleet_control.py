@@ -1,17 +1,21 @@
 """Fleet control: who is in the fleet, and how far each actor may run.
 
-    fleet = FleetControl(cfg, topics, publish, received=ingest.received)
+    fleet = FleetControl(cfg, topics, publish, received=ingest.received, run_id=rid)
     fleet.on_status(topic, payload)     # transport thread: checked, then recorded
     fleet.send("running", updates=n)    # main thread, ~every 50 ms: new credit, if any
     fleet.send("stopped")               # final for this run
     fleet.republish()                   # after a reconnect: the broker may have lost it
+    fleet.clear()                       # at the end: the grants are no one's any more
     fleet.actors()                      # {actor_id: ActorStatus}, a copy
 
-The control message is retained: an actor that (re)connects reads the run's state and its
-env-step credit at once. Credit (``CreditLedger``) lets the fleet produce at most
+The control message (run state and run id) and each actor's credit grant, on its own
+topic, are retained: an actor that (re)connects reads both at once. Credit
+(``CreditLedger``) lets the fleet produce at most
 ``learning_starts + max_lag_transitions + updates / replay_ratio`` transitions in all,
-never more than the budget. An actor not known yet gets none: it announces itself with its
-status on connect and is granted credit in the next message.
+never more than the budget. An actor not known yet gets none: it announces itself with a
+status of this run on its own topic and is granted credit in the next round. Statuses of
+another run start are ignored; of two live processes under one id, the newcomer is
+refused (identity.py).
 
 The status registry is written on the transport's thread and read on the main thread (the
 live view, the summary): every access holds ``_lock``.
@@ -28,9 +32,10 @@ from collections.abc import Callable, Mapping
 
 from edge_rl.config import RunConfig
 from edge_rl.nodes.credit import CreditLedger
+from edge_rl.nodes.identity import Identities
 from edge_rl.transport import codec
 from edge_rl.transport.topics import Topics
-from edge_rl.types import ActorStatus, ControlMessage, RunState
+from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, RunState
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +44,10 @@ Received = Callable[[], tuple[int, Mapping[str, int]]]  # (total, by actor) in r
 
 
 class FleetControl:
-    def __init__(self, cfg: RunConfig, topics: Topics, publish: Publish, received: Received):
-        self.cfg, self.topics = cfg, topics
+    def __init__(
+        self, cfg: RunConfig, topics: Topics, publish: Publish, received: Received, run_id: str
+    ) -> None:
+        self.cfg, self.topics, self.run_id = cfg, topics, run_id
         self._publish, self._received = publish, received
         self._lock = threading.Lock()
         self._actors: dict[str, ActorStatus] = {}
@@ -48,6 +55,9 @@ class FleetControl:
         # "offline" without one (it is made before the actor starts).
         self._breakdowns: dict[str, dict[str, float]] = {}
         self.status_rejected = 0
+        self.status_other_run = 0  # statuses of another run start (or none yet): ignored
+        self.ids = Identities(cfg.fleet.identity_window_s)
+        self._grants: dict[str, CreditGrant] = {}  # the last grant published to each actor
         self.max_actors, self.actors_refused = cfg.fleet.max_actors, 0
         self.state: RunState = "running"
         self._last: ControlMessage | None = None
@@ -67,7 +77,13 @@ class FleetControl:
         if status.actor_id != self.topics.actor_of(topic):
             self.status_rejected += 1  # a status must come from the topic of its own actor
             return
+        # A last will is made before the actor joins a run: it is matched by session alone.
+        if status.run_id != self.run_id and status.state != "offline":
+            self.status_other_run += 1
+            return
         with self._lock:
+            if not self.ids.admit(status.actor_id, status.session, status.state):
+                return  # a will of a process not in this run, or a duplicate id (counted)
             if status.actor_id not in self._actors and len(self._actors) >= self.max_actors:
                 self.status_rejected += 1
                 self.actors_refused += 1
@@ -83,6 +99,15 @@ class FleetControl:
             self._actors[status.actor_id] = status
             if status.breakdown:
                 self._breakdowns[status.actor_id] = status.breakdown
+
+    def counts(self) -> dict[str, int]:
+        """For the summary: statuses refused, ignored, and duplicate ids refused."""
+        with self._lock:
+            return {
+                "status_rejected": self.status_rejected,
+                "status_other_run": self.status_other_run,
+                "actor_sessions_refused": self.ids.refused_sessions,
+            }
 
     def actors(self) -> dict[str, ActorStatus]:
         with self._lock:
@@ -113,17 +138,39 @@ class FleetControl:
         with self._lock:
             if self.state == "stopped" and state != "stopped":
                 return  # stopping is final for this run
-            msg = ControlMessage(state) if state == "stopped" else self._credit(updates)
-            if msg == self._last and not force:
-                return
-            self.state, self._last = state, msg
-            # Under the lock: a "running" must never overtake the "stopped" sent after it.
-            self._publish(self.topics.control, codec.encode_control(msg), retain=True)
+            msg = ControlMessage(state, self.run_id)
+            if msg != self._last or force:
+                self.state, self._last = state, msg
+                # Under the lock: a "running" must never overtake the "stopped" sent after it.
+                self._publish(self.topics.control, codec.encode_control(msg), retain=True)
+            if state == "running":
+                self._grant(updates)
 
     def republish(self) -> None:
         with self._lock:
             if self._last is not None:
                 self._publish(self.topics.control, codec.encode_control(self._last), retain=True)
+            for actor, grant in self._grants.items():
+                self._publish(self.topics.credit(actor), codec.encode_credit(grant), retain=True)
+
+    def clear(self) -> None:
+        """At the end of the run: its grants stop being retained (an empty retained
+        payload clears one); the final control message stays, saying ``stopped``."""
+        with self._lock:
+            for actor in self._grants:
+                self._publish(self.topics.credit(actor), b"", retain=True)
+            self._grants.clear()
+
+    def _grant(self, updates: int) -> None:  # holds _lock
+        """Publish each actor's grant that changed: one small message per actor."""
+        for actor, credit in self._credit(updates).items():
+            owner = self.ids.owner(actor)
+            if owner is None:
+                continue
+            grant = CreditGrant(self.run_id, owner, credit, self.ids.refused(actor))
+            if self._grants.get(actor) != grant:
+                self._grants[actor] = grant
+                self._publish(self.topics.credit(actor), codec.encode_credit(grant), retain=True)
 
     def _lost(self, actor: str, received: int) -> int:  # holds _lock
         """Transitions of ``actor``'s current process that will not arrive: what it reports
@@ -153,7 +200,7 @@ class FleetControl:
         stalled = now - max(last[1], self._progress[actor][1]) >= self.cfg.credit_timeout_s
         return holds and stalled
 
-    def _credit(self, updates: int) -> ControlMessage:  # holds _lock
+    def _credit(self, updates: int) -> dict[str, int]:  # holds _lock
         cfg = self.cfg
         allowed = cfg.learning_starts + cfg.max_lag_transitions
         allowed += math.ceil(updates / cfg.replay_ratio)
@@ -168,5 +215,4 @@ class FleetControl:
         # that it cannot sit on an ever larger share of the fleet's lead (what it holds still
         # counts as outstanding: the lead is never overcommitted).
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
-        credits = self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle)
-        return ControlMessage("running", credits=credits, default_credit=0)
+        return self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle)

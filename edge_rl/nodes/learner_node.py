@@ -14,7 +14,7 @@ This module only wires the parts and runs the loop; each part says what it does.
 from __future__ import annotations
 
 import logging
-import time
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,9 +54,11 @@ class LearnerNode:
         signer: Signer | None = None,
         fleet_alive: Callable[[], bool] | None = None,
         view: LiveView | None = None,
+        run_id: str | None = None,  # this start of the run (protocol §5); default: a new one
     ) -> None:
         """``signer``: the policy signing key (default: run_dir/signing.key, made if missing)."""
         self.cfg, self.run_dir = cfg, run_dir
+        self.run_id = run_id or secrets.token_hex(8)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.signer = signer or Signer.load_or_create(run_dir / "signing.key")
         self.spec = env_spec(cfg.env_id)
@@ -65,7 +67,7 @@ class LearnerNode:
         self.carbon = HostCarbon(cfg.energy, run_dir)  # fails here on an unknown country
         # In data-flow order. The transport first: every part that sends is handed its
         # publish; its handlers are bound to parts made below, before it starts.
-        subscriptions = [(t, 1) for t in (topics.all_transitions, topics.all_status, topics.policy)]
+        subscriptions = [(t, 1) for t in (topics.all_transitions, topics.all_status)]
         subscriptions.append((SYS_DROPPED, 0))  # Mosquitto's drops past its queue limits
         self.transport = connect(
             f"learner-{cfg.run}", subscriptions=subscriptions, on_message=self._on_message,
@@ -74,14 +76,15 @@ class LearnerNode:
         publish = self.transport.publish
         # actors -> transitions -> inbox -> ingest -> replay
         self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
-        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, lambda: self.broadcast.version)
+        rid, latest = self.run_id, lambda: self.broadcast.version
+        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, latest, rid)
         self.inbox = Inbox(
             self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"], self._check_budget
         )
         # replay -> updates -> export -> policy topic -> actors
         self.agent = make_algo(cfg, self.spec)
         self.trainer = Trainer(self.agent, self.replay, cfg, lambda: self.env_steps, self.clocks)
-        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir, self.signer)
+        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir, self.signer, rid)
         self.broadcast = PolicyBroadcast(topics, publish, self.publisher, cfg.transport)
         self.selection = ModelSelection.for_run(cfg)
         self.exporter = Exporter(
@@ -89,7 +92,7 @@ class LearnerNode:
             self.clocks, lambda: self.env_steps, cfg.export.every_updates,
         )  # fmt: skip
         # statuses in, control and credit out
-        self.fleet = FleetControl(cfg, topics, publish, received=self.ingest.received)
+        self.fleet = FleetControl(cfg, topics, publish, self.ingest.received, rid)
         self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
         self._fleet_alive = fleet_alive or (lambda: True)
         self.deployed_from: int | None = None  # version whose weights were redeployed
@@ -104,8 +107,6 @@ class LearnerNode:
             self.fleet.on_status(topic, payload)
         elif topic == SYS_DROPPED:
             self.broker_dropped = int(payload) if payload.isdigit() else self.broker_dropped
-        elif topic == self.topics.policy:
-            self.broadcast.observe_retained(payload)
 
     def _on_connect(self) -> None:
         # The broker may have restarted without persistence: republish what actors need.
@@ -132,7 +133,7 @@ class LearnerNode:
         if not self.transport.wait_connected(15):
             self.transport.stop()
             raise ConnectionError(f"cannot reach the MQTT broker at {self.transport.url}")
-        time.sleep(0.3)  # a retained policy of this run, if any, arrives first
+        self.broadcast.clear()  # an earlier run's retained policy is no one's to load
         self.broadcast.continue_after_manifest(self.run_dir / "manifest.json")
         self.inbox.start()
         self.fleet.send("running", self.agent.updates)
@@ -155,6 +156,7 @@ class LearnerNode:
             self.inbox.stop(timeout=10)
             metrics.close()
         summary = write_summary(self.run_dir, self.record())
+        self.broadcast.clear(), self.fleet.clear()  # the run is over: nothing more to load
         self.transport.stop()
         return summary
 
@@ -181,11 +183,11 @@ class LearnerNode:
         actor_breakdowns = self.fleet.breakdowns()
         compressor = self.agent.compressor
         return RunRecord(
-            cfg=cfg, wall_s=self.meter.elapsed(), updates=self.agent.updates,
+            cfg=cfg, run_id=self.run_id, wall_s=self.meter.elapsed(), updates=self.agent.updates,
             updates_skipped=self.agent.skipped,
             ingest=self.ingest.stats, batches_missing=self.ingest.missing_batches,
             inbox_dropped=self.inbox.dropped, broker_dropped=self.broker_dropped,
-            status_rejected=self.fleet.status_rejected, policy_version=self.broadcast.version,
+            fleet_counts=self.fleet.counts(), policy_version=self.broadcast.version,
             credit_written_off=sum(self.fleet.written_off.values()),
             deployed_from=self.deployed_from, selection_scores=dict(self.selection.scores),
             published=published, policy_bytes_total=self.broadcast.bytes_total,

@@ -51,9 +51,16 @@ def snapshot(network: Any) -> Any:
 
 class PolicyPublisher:
     def __init__(
-        self, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, run_dir: Path, signer: Signer
+        self,
+        cfg: RunConfig,
+        spec: EnvSpec,
+        replay: ReplayBuffer,
+        run_dir: Path,
+        signer: Signer,
+        run_id: str = "",
     ) -> None:
         self.cfg, self.spec, self.replay, self.run_dir = cfg, spec, replay, run_dir
+        self.run_id = run_id  # this start of the run (protocol §5): in every manifest
         self.signer = signer  # every bundle is signed (docs/protocol.md §4)
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.failed = 0
@@ -121,7 +128,8 @@ class PolicyPublisher:
             model_size=len(exported.tflite),
             codec=self.cfg.export.codec,
             output_kind=output_kind,
-            run_id=self.cfg.run,
+            run=self.cfg.run,
+            run_id=self.run_id,
             created_unix=time.time(),
         )
 

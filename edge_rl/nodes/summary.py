@@ -28,6 +28,7 @@ from edge_rl.types import ActorStatus
 @dataclass(frozen=True)
 class RunRecord:
     cfg: RunConfig
+    run_id: str  # this start of the run (protocol §5)
     wall_s: float
     updates: int
     updates_skipped: int  # not applied: a loss or gradient was not finite
@@ -35,7 +36,7 @@ class RunRecord:
     batches_missing: int
     inbox_dropped: int
     broker_dropped: int
-    status_rejected: int
+    fleet_counts: Mapping[str, int]  # FleetControl.counts(): statuses refused or ignored
     credit_written_off: int  # sent, never received, granted again (fleet_control.py)
     policy_version: int
     deployed_from: int | None  # version whose weights the last publish redeployed
@@ -64,6 +65,8 @@ def write_summary(run_dir: Path, r: RunRecord) -> dict[str, Any]:
 def run_summary(r: RunRecord) -> dict[str, Any]:
     s, p, result = r.ingest, r.published, r.final_eval
     return {
+        "run": r.cfg.run,
+        "run_id": r.run_id,
         "env_id": r.cfg.env_id,
         "algo": r.cfg.algo,
         "seed": r.cfg.seed,
@@ -98,7 +101,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "credit_written_off": r.credit_written_off,
         "ingest_queue_dropped": r.inbox_dropped,
         "broker_dropped_messages": r.broker_dropped,
-        "status_rejected": r.status_rejected,
+        **r.fleet_counts,
         "actors": {
             a.actor_id: {
                 "state": a.state,

@@ -83,8 +83,10 @@ class Ingest:
         max_actors: int = 10_000,
         max_sessions_per_actor: int = 8,
         max_transitions: int | None = None,
+        run_id: str | None = None,
     ) -> None:
-        """``max_transitions``: the run's budget; a batch that crosses it is cut there."""
+        """``max_transitions``: the run's budget; a batch that crosses it is cut there.
+        ``run_id``: only batches stepped for this start of the run are taken."""
         self.spec, self.replay, self.topics = spec, replay, topics
         self.latest_version = latest_version
         self.max_payload_bytes, self.max_policy_lag = max_payload_bytes, max_policy_lag
@@ -92,7 +94,7 @@ class Ingest:
         # Bounded state: ids past max_actors are refused, and of each actor only the newest
         # sessions are tracked (an old session's batches are long delivered or lost).
         self.max_actors, self.max_sessions = max_actors, max_sessions_per_actor
-        self.max_transitions = max_transitions
+        self.max_transitions, self.run_id = max_transitions, run_id
         self._sessions: dict[str, list[int]] = {}  # actor id -> its sessions, oldest first
         self.stats = IngestStats()
         self._seqs: dict[tuple[str, int], SeqTracker] = {}
@@ -102,14 +104,19 @@ class Ingest:
 
     @classmethod
     def for_run(
-        cls, cfg: RunConfig, spec: EnvSpec, replay: ReplayBuffer, latest_version: Callable[[], int]
+        cls,
+        cfg: RunConfig,
+        spec: EnvSpec,
+        replay: ReplayBuffer,
+        latest_version: Callable[[], int],
+        run_id: str,
     ) -> Ingest:
         """The learner's ingest: limits from the run config."""
         return cls(
             spec, replay, Topics(cfg.transport.root, cfg.run), latest_version,
             max_payload_bytes=cfg.transport.max_payload_bytes, max_policy_lag=cfg.max_policy_lag,
             max_abs_observation=cfg.max_abs_observation, max_abs_reward=cfg.max_abs_reward,
-            max_actors=cfg.fleet.max_actors, max_transitions=cfg.total_env_steps,
+            max_actors=cfg.fleet.max_actors, max_transitions=cfg.total_env_steps, run_id=run_id,
         )  # fmt: skip
 
     def handle(self, topic: str, payload: bytes) -> bool:
@@ -126,6 +133,8 @@ class Ingest:
             batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
             if batch.actor_id != self.topics.actor_of(topic):
                 raise CodecError("actor_mismatch", f"{batch.actor_id!r} published on {topic}")
+            if self.run_id is not None and batch.run_id != self.run_id:
+                raise CodecError("wrong_run", f"stepped for run {batch.run_id!r}")
             self._check_magnitudes(batch)
         except CodecError as e:
             self._reject(e, payload)  # seq unread or untrusted: a gap stays a gap

@@ -66,6 +66,7 @@ def acl_lines(accounts: BrokerAccounts) -> list[str]:
         f"user {accounts.learner}",
         f"topic write {base}/policy",
         f"topic write {base}/control",
+        f"topic write {base}/actors/+/credit",
         f"topic read {base}/#",
         "topic read $SYS/#",
     ]
@@ -73,9 +74,11 @@ def acl_lines(accounts: BrokerAccounts) -> list[str]:
         lines += [
             "",
             f"user {actor}",
-            f"topic write {base}/actors/{actor}/#",
+            f"topic write {base}/actors/{actor}/transitions",
+            f"topic write {base}/actors/{actor}/status",
             f"topic read {base}/policy",
             f"topic read {base}/control",
+            f"topic read {base}/actors/{actor}/credit",
         ]
     return lines
 

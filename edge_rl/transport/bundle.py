@@ -83,7 +83,7 @@ MAX_POLICY_VERSION = 2**53 - 1  # exact in every JSON reader
 # ["4"] became (4,), "created_unix": 1e999 became inf. docs/protocol.md §4: a missing or
 # ill-typed field is bad_manifest, so every field's JSON type is checked before it is read.
 _STRINGS = ("algo", "env_id", "precision", "model_sha256", "codec")
-_OPTIONAL_STRINGS = ("output_kind", "run_id")
+_OPTIONAL_STRINGS = ("output_kind", "run", "run_id")
 _QUANT_KEYS = frozenset(("dtype", "scale", "zero_point"))
 
 
@@ -179,6 +179,7 @@ def manifest_from_dict(d: dict[str, Any]) -> PolicyManifest:
             model_size=int(d["model_size"]),
             codec=str(d["codec"]),
             output_kind=str(d.get("output_kind", "q_values")),
+            run=str(d.get("run", "")),
             run_id=str(d.get("run_id", "")),
             created_unix=float(d.get("created_unix", 0.0)),
             extra=dict(d.get("extra", {})),

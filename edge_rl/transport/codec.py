@@ -1,4 +1,4 @@
-"""Protocol v1 wire codec: transitions, status and control payloads (docs/protocol.md).
+"""Protocol v3 wire codec: transitions, status, control and credit payloads (docs/protocol.md).
 
 The envelope they share, and ``CodecError``, are in ``envelope``; the policy bundle is in
 ``bundle``. Both are re-exported here, so ``codec`` is the one module callers import.
@@ -6,9 +6,7 @@ The envelope they share, and ``CodecError``, are in ``envelope``; the policy bun
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any
 
 import numpy as np
 
@@ -25,6 +23,7 @@ from edge_rl.transport.bundle import (  # noqa: F401 - re-exported
 from edge_rl.transport.envelope import (  # noqa: F401 - re-exported
     DEFAULT_MAX_PAYLOAD,
     MAGIC_CONTROL,
+    MAGIC_CREDIT,
     MAGIC_POLICY,
     MAGIC_STATUS,
     MAGIC_TRANSITIONS,
@@ -35,10 +34,18 @@ from edge_rl.transport.envelope import (  # noqa: F401 - re-exported
 from edge_rl.transport.envelope import field as _field
 from edge_rl.transport.envelope import pack as _pack
 from edge_rl.transport.envelope import unpack as _unpack
+from edge_rl.transport.messages import (  # noqa: F401 - re-exported
+    MAX_REFUSED,
+    MAX_RUN_ID,
+    decode_control,
+    decode_credit,
+    decode_status,
+    encode_control,
+    encode_credit,
+    encode_status,
+    run_id_field,
+)
 from edge_rl.types import (
-    BREAKDOWN_KEYS,
-    ActorStatus,
-    ControlMessage,
     TransitionBatch,
 )
 
@@ -83,6 +90,7 @@ def encode_transitions(batch: TransitionBatch) -> bytes:
         "session": batch.session,
         "seq": batch.seq,
         "policy_version": batch.policy_version,
+        "run_id": batch.run_id,
         "n": len(batch),
         "arrays": [
             {"name": k, "dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()
@@ -99,6 +107,7 @@ def decode_transitions(
     actor_id = _field(header, "actor_id", str)
     session, seq = _field(header, "session", int), _field(header, "seq", int)
     version, n = _field(header, "policy_version", int), _field(header, "n", int)
+    run_id = run_id_field(header)
     if seq < 0 or version < 0 or session < 0 or n <= 0:
         raise CodecError("bad_header", "seq, session and policy_version >= 0, n > 0")
     specs = _field(header, "arrays", list)
@@ -139,6 +148,7 @@ def decode_transitions(
         next_obs=arrays["next_obs"],
         terminated=arrays["terminated"].astype(bool),
         truncated=arrays["truncated"].astype(bool),
+        run_id=run_id,
     )
     if spec is not None:
         validate_batch(batch, spec, raw_flags=(arrays["terminated"], arrays["truncated"]))
@@ -186,91 +196,3 @@ def validate_batch(
             a > np.asarray(spec.action_high, np.float32)
         ):
             raise CodecError("action_range", "action outside the Box bounds")
-
-
-# --- status and control ---------------------------------------------------------------
-
-
-def encode_status(status: ActorStatus) -> bytes:
-    return _pack(MAGIC_STATUS, dataclasses.asdict(status))
-
-
-def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
-    """Drop fields this build does not know: a newer peer may add fields within v1."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in header.items() if k in names}
-
-
-_ACTOR_STATES = ("starting", "running", "paused", "stopped", "offline")
-_STATUS_TEXT = ("actor_id", "board", "runtime")  # strings of at most 128 characters
-_STATUS_COUNTS = (  # integers in [0, 2^53)
-    "policy_version", "env_steps", "episodes", "transitions_sent", "batches_sent",
-    "batches_dropped", "policies_rejected", "control_rejected", "transitions_oversize",
-    "transitions_dropped",
-)  # fmt: skip
-
-
-def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
-    """Every field type- and range-checked: a status feeds the live view, the summary and
-    the credit ledger, and a string where a count belongs must not reach any of them."""
-    header, _ = _unpack(data, MAGIC_STATUS, max_bytes)
-    fields = _known(ActorStatus, header)
-    if "breakdown" in fields:  # optional: older actors do not send it
-        fields["breakdown"] = _breakdown(fields["breakdown"])
-    if fields.get("state") not in _ACTOR_STATES:
-        raise CodecError("bad_header", f"status state {fields.get('state')!r}")
-    for k in _STATUS_TEXT:
-        v = fields.get(k, "")
-        if not isinstance(v, str) or len(v) > 128:
-            raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
-    for k in _STATUS_COUNTS:
-        v = fields.get(k, 0)
-        if type(v) is not int or not 0 <= v < 2**53:
-            raise CodecError("bad_header", f"status {k!r}: {v!r} is not a count")
-    for k in ("env_steps_per_s", "time_unix", "recent_return"):
-        v = fields.get(k, 0.0)
-        if v is None and k == "recent_return":
-            continue
-        if type(v) not in (int, float) or not math.isfinite(v) or k != "recent_return" and v < 0:
-            raise CodecError("bad_header", f"status {k!r}: {v!r} is not a finite number")
-    try:
-        return ActorStatus(**fields)
-    except TypeError as e:
-        raise CodecError("bad_header", f"status: {e}") from None
-
-
-def _breakdown(d: Any) -> dict[str, float]:
-    """Seconds per bucket: known keys, finite numbers >= 0 (JSON cannot carry NaN here, but
-    a header may still hold strings, booleans, negatives or 1e999, which parses as inf)."""
-    if not isinstance(d, dict):
-        raise CodecError("bad_header", "status breakdown must be an object")
-    unknown = set(d) - BREAKDOWN_KEYS
-    if unknown:
-        raise CodecError("bad_header", f"status breakdown: unknown keys {sorted(unknown)}")
-    for k, v in d.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-            raise CodecError("bad_header", f"status breakdown {k!r}: {v!r} is not seconds >= 0")
-    return {k: float(v) for k, v in d.items()}
-
-
-def encode_control(msg: ControlMessage) -> bytes:
-    return _pack(MAGIC_CONTROL, dataclasses.asdict(msg))
-
-
-def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
-    header, _ = _unpack(data, MAGIC_CONTROL, max_bytes)
-    if header.get("state") not in ("running", "paused", "stopped"):
-        raise CodecError("bad_header", f"control state {header.get('state')!r}")
-    credits, default = header.get("credits", {}), header.get("default_credit")
-    if not isinstance(credits, dict) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in credits.values()
-    ):
-        raise CodecError("bad_header", "control credits must map actor ids to integers")
-    if default is not None and (not isinstance(default, int) or isinstance(default, bool)):
-        raise CodecError("bad_header", "control default_credit must be an integer or null")
-    if not isinstance(header.get("reason", ""), str):  # fuzzing found "reason": null taken
-        raise CodecError("bad_header", "control reason must be a string")
-    try:
-        return ControlMessage(**_known(ControlMessage, header))
-    except TypeError as e:
-        raise CodecError("bad_header", f"control: {e}") from None

@@ -1,9 +1,10 @@
-"""Protocol v2 envelope: the framing every payload shares (docs/protocol.md), and the one
+"""Protocol v3 envelope: the framing every payload shares (docs/protocol.md), and the one
 error type.
 
     offset  size  field
-    0       4     magic: b"ERLP" policy, b"ERLT" transitions, b"ERLS" status, b"ERLC" control
-    4       2     schema version, uint16 little-endian (2)
+    0       4     magic: b"ERLP" policy, b"ERLT" transitions, b"ERLS" status, b"ERLC" control,
+                  b"ERLG" credit grant
+    4       2     schema version, uint16 little-endian (3)
     6       4     header length H, uint32 little-endian
     10      H     header: UTF-8 JSON object
     10+H    ...   body: raw bytes (transitions: arrays back to back)
@@ -23,9 +24,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: signed policy bundles (docs/protocol.md §8)
+SCHEMA_VERSION = 3  # 2: signed policy bundles; 3: run ids, per-actor credit (protocol.md §8)
 MAGIC_POLICY, MAGIC_TRANSITIONS = b"ERLP", b"ERLT"
-MAGIC_STATUS, MAGIC_CONTROL = b"ERLS", b"ERLC"
+MAGIC_STATUS, MAGIC_CONTROL, MAGIC_CREDIT = b"ERLS", b"ERLC", b"ERLG"
 _PREFIX = struct.Struct("<4sHI")  # magic, version, header length
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_PAYLOAD = 1_000_000  # under Mosquitto 2.1's 2 MB default max_packet_size

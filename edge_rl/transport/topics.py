@@ -1,4 +1,4 @@
-"""Every MQTT topic string of protocol v1, in one place (see docs/protocol.md)."""
+"""Every MQTT topic string of protocol v3, in one place (see docs/protocol.md §2)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ class Topics:
 
     def status(self, actor_id: str) -> str:  # actor -> learner, QoS 1, retained, last will
         return f"{self.base}/actors/{check_name('actor id', actor_id)}/status"
+
+    def credit(self, actor_id: str) -> str:  # learner -> that actor only, QoS 1, retained
+        return f"{self.base}/actors/{check_name('actor id', actor_id)}/credit"
 
     @property
     def all_transitions(self) -> str:  # the learner's subscription

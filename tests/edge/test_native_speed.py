@@ -17,7 +17,6 @@ from edge_rl.nodes.actor_node import ActorNode, ActorOptions
 from edge_rl.transport import codec
 from edge_rl.transport.memory import MemoryBroker
 from edge_rl.transport.topics import Topics
-from edge_rl.types import ControlMessage
 
 STEPS = "2000"
 
@@ -33,51 +32,64 @@ def test_the_node_throttles_only_when_told_it_is_simulated(policy_keys):
         node.env.close()
 
 
-def _final_status(client, topics: Topics, actor_id: str, wait_for):
-    got = []
+def statuses(client, topics: Topics, actor_id: str) -> list:
+    got: list = []
     client.on_message = lambda _c, _u, msg: got.append(codec.decode_status(msg.payload))
     client.subscribe(topics.status(actor_id), qos=1)
+    return got
+
+
+def be_the_learner(client, topics, actor_id, got, grant_run, wait_for) -> None:
+    """Protocol v3: run the actor process whose session its first status names."""
+    assert wait_for(lambda: any(s.session for s in got), 60), "no status with a session"
+    grant_run(client, topics, actor_id, next(s.session for s in got if s.session))
+
+
+def final(got, wait_for):
     assert wait_for(lambda: any(s.state == "stopped" for s in got), 120), got[-1:]
     return next(s for s in got if s.state == "stopped")
 
 
-def _running(client, topics: Topics) -> None:
-    payload = codec.encode_control(ControlMessage("running"))
-    client.publish(topics.control, payload, qos=1, retain=True).wait_for_publish(5)
-
-
 def test_edge_rl_actor_on_a_board_applies_no_emulation(
-    mosquitto, mqtt_client_factory, policy_keys, wait_for
+    mosquitto, mqtt_client_factory, policy_keys, wait_for, grant_run
 ):
     run = f"native-{uuid.uuid4().hex[:8]}"
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
-    _running(client, topics)
-    p = subprocess.run(
+    got = statuses(client, topics, "pi-n")
+    p = subprocess.Popen(
         [sys.executable, "-m", "edge_rl.cli", "actor", "--board", "rpi4", "--broker",
          mosquitto.url, "--env", "CartPole-v1", "--id", "pi-n", "--run", run,
          "--policy-key", str(policy_keys[1]), "--max-env-steps", STEPS, "--seed", "1"],
-        capture_output=True, text=True, timeout=120,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    status = _final_status(client, topics, "pi-n", wait_for)
+    try:
+        be_the_learner(client, topics, "pi-n", got, grant_run, wait_for)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    status = final(got, wait_for)
     assert status.board == "rpi4" and status.env_steps == int(STEPS)
     assert status.breakdown["emulation"] == 0.0
 
 
 def test_the_fleet_still_emulates_its_board(
-    mosquitto, mqtt_client_factory, policy_keys, wait_for, tmp_path
+    mosquitto, mqtt_client_factory, policy_keys, wait_for, grant_run, tmp_path
 ):
     run = f"sim-{uuid.uuid4().hex[:8]}"
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
-    _running(client, topics)
+    got = statuses(client, topics, "sim-00")
     fleet = Fleet(1, board_file("rpi4"), mosquitto.url, "CartPole-v1", policy_key=policy_keys[1],
                   run=run, log_dir=tmp_path, extra_args=("--max-env-steps", STEPS))  # fmt: skip
     with fleet:
+        be_the_learner(client, topics, "sim-00", got, grant_run, wait_for)
         assert fleet.wait(120), "the fleet's actor did not finish"
     assert fleet.exit_codes() == [0]
-    status = _final_status(client, topics, "sim-00", wait_for)
+    status = final(got, wait_for)
     b = status.breakdown
     assert status.env_steps == int(STEPS)
     # It slept 5x its compute: the emulation bucket dwarfs the compute it stands for.

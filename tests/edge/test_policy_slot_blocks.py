@@ -38,9 +38,9 @@ def test_slot_loads_a_blocks_coded_gst_policy(policy_keys) -> None:
         precision="int8", input_quant=exported.input_quant, output_quant=exported.output_quant,
         obs_mean=exported.obs_mean, obs_std=exported.obs_std, exploration={"epsilon": 0.1},
         learner_step=0, model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
-        model_size=len(exported.tflite), codec="blocks", run_id="r1",
+        model_size=len(exported.tflite), codec="blocks", run="r1", run_id="s1",
     )  # fmt: skip
-    slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1")
+    slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1", run_id="s1")
     loaded = slot.load(codec.encode_policy(PolicyBundle(manifest, payload), signer))
     assert loaded.manifest.codec == "blocks" and not slot.rejected
     reference = TFLitePolicy(exported.tflite)

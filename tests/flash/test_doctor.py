@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +108,58 @@ def test_a_bad_board_file_says_which_key_and_skips_what_needs_it(bundle):
     for name in ("policy key", "env", "auth", "broker"):
         assert lines[name].startswith("FAIL not checked"), lines[name]
     assert lines["reference"].startswith("ok ")  # the runtime is still checked
+
+
+def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle, grant_run):
+    """``edge-rl actor --config board.yaml``: id, run, env, broker, credentials and key all
+    from the bundle; it logs in over TLS as itself and reports under its own id."""
+    import ssl
+    import threading
+
+    import paho.mqtt.client as mqtt
+
+    from edge_rl.transport import codec
+    from edge_rl.transport.topics import Topics
+
+    creds = deployed[0].parents[1] / "creds"
+    _, broker = deployed
+    learner = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+    learner.tls_set_context(ssl.create_default_context(cafile=str(creds / "ca.crt")))
+    learner.username_pw_set("learner", (creds / "learner" / "password").read_text().strip())
+    got, connected = [], threading.Event()
+    learner.on_connect = lambda *_a: connected.set()
+    learner.on_message = lambda _c, _u, m: got.append(codec.decode_status(m.payload))
+    learner.connect(broker.host, broker.port)
+    topics = Topics("edge-rl", "r1")
+    learner.loop_start()
+    p = None
+    try:
+        assert connected.wait(10)
+        learner.subscribe(topics.status("pi-doc"), qos=1)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "edge_rl.cli", "actor", "--config",
+             str(bundle / "etc" / "board.yaml"), "--max-env-steps", "300"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=bundle,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not any(s.session for s in got):
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr
+            time.sleep(0.05)
+        grant_run(learner, topics, "pi-doc", next(s.session for s in got if s.session))
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        deadline = time.monotonic() + 10
+        while not any(s.state == "stopped" for s in got):
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        for topic in (topics.control, topics.credit("pi-doc")):  # clear what we retained
+            learner.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
+        learner.disconnect()
+        learner.loop_stop()
+    final = next(s for s in got if s.state == "stopped")
+    assert final.actor_id == "pi-doc" and final.board == "rpi4" and final.env_steps == 300
+    assert final.breakdown["emulation"] == 0.0

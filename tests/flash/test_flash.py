@@ -95,6 +95,7 @@ def test_the_unit_runs_the_board_file_as_the_service_user_with_bounded_restarts(
         "/opt/edge-rl/venv/bin/edge-rl actor --config /etc/edge-rl/board.yaml"
     )
     assert lines["Restart"] == "on-failure"  # not "always": a clean stop stays stopped
+    assert lines["RestartPreventExitStatus"] == "3"  # a refused id (protocol v3) stays down
     assert int(lines["StartLimitBurst"]) <= 10 and int(lines["StartLimitIntervalSec"]) > 0
     assert "/home/" not in unit and "User=pi" not in unit
     install = (tmp_path / "out" / "pi-u" / "install.sh").read_text()

@@ -20,7 +20,6 @@ import pytest
 
 from edge_rl.transport import codec
 from edge_rl.transport.topics import Topics
-from edge_rl.types import ControlMessage
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +44,7 @@ def test_the_wheel_carries_the_board_files_and_the_bundle_templates(kit):
 
 
 def test_edge_rl_actor_board_rpi4_runs_from_the_wheel(
-    installed, tmp_path, mosquitto, mqtt_client_factory, policy_keys, wait_for
+    installed, tmp_path, mosquitto, mqtt_client_factory, policy_keys, wait_for, grant_run
 ):
     where = subprocess.run([installed / "python", "-c", "import edge_rl; print(edge_rl.__file__)"],
                            capture_output=True, text=True, cwd=tmp_path, timeout=60)  # fmt: skip
@@ -53,19 +52,25 @@ def test_edge_rl_actor_board_rpi4_runs_from_the_wheel(
     run = f"wheel-{uuid.uuid4().hex[:8]}"
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
-    client.publish(topics.control, codec.encode_control(ControlMessage("running")), qos=1,
-                   retain=True).wait_for_publish(5)  # fmt: skip
     got = []
     client.on_message = lambda _c, _u, msg: got.append(codec.decode_status(msg.payload))
     client.subscribe(topics.status("w-01"), qos=1)
-    p = subprocess.run(
+    p = subprocess.Popen(
         [installed / "edge-rl", "actor", "--board", "rpi4", "--broker", mosquitto.url,
          "--env", "CartPole-v1", "--id", "w-01", "--run", run, "--policy-key",
          str(policy_keys[1]), "--max-env-steps", "300"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    assert "known boards" not in p.stderr
+    try:
+        assert wait_for(lambda: any(s.session for s in got), 60), "no status from the actor"
+        grant_run(client, topics, "w-01", next(s.session for s in got if s.session))
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert "known boards" not in err
     assert wait_for(lambda: any(s.state == "stopped" for s in got), 30)
     assert got[-1].board == "rpi4" and got[-1].env_steps == 300
 

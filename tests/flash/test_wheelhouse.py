@@ -64,7 +64,9 @@ def test_a_pure_python_sdist_only_dependency_is_built_here(kit, tmp_path):
                   missing={"purelib==1.0": "purelib-1.0-py3-none-any.whl"})  # fmt: skip
     wheels = wheelhouse.dependencies(kit.wheel, "3.13", tmp_path, run=pip)
     assert sorted(w.name for w in wheels) == [
-        "numpy-2.0-cp313-cp313-manylinux_2_17_aarch64.whl", "purelib-1.0-py3-none-any.whl"]
+        "numpy-2.0-cp313-cp313-manylinux_2_17_aarch64.whl",
+        "purelib-1.0-py3-none-any.whl",
+    ]
     assert [c[3] for c in pip.calls] == ["download", "wheel", "download"]
 
 

@@ -52,6 +52,7 @@ class Seeds:
     policy_blocks: bytes
     status: bytes
     control: bytes
+    credit: bytes
     signer: object
     cartpole_spec: object
     pendulum_spec: object
@@ -81,6 +82,7 @@ def _rollout(env_id: str, steps: int, actor_id: str):
         action=np.asarray(cols[1], np.int64 if spec.discrete else np.float32),
         reward=np.asarray(cols[2], np.float32), next_obs=np.asarray(cols[3], np.float32),
         terminated=np.asarray(cols[4], bool), truncated=np.asarray(cols[5], bool),
+        run_id=RUN_ID,
     )  # fmt: skip
     return spec, batch
 
@@ -104,13 +106,22 @@ def _int8_model() -> tuple[bytes, bytes, object]:
     return exported.tflite, blocks, exported
 
 
+RUN_ID = "5f0c2a9e71b3d846"  # the run start every seed belongs to
+
+
 @pytest.fixture(scope="session")
 def seeds() -> Seeds:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from edge_rl.transport import codec
     from edge_rl.transport.signing import Signer
-    from edge_rl.types import ActorStatus, ControlMessage, PolicyBundle, PolicyManifest
+    from edge_rl.types import (
+        ActorStatus,
+        ControlMessage,
+        CreditGrant,
+        PolicyBundle,
+        PolicyManifest,
+    )
 
     t0 = time.perf_counter()
     cart_spec, cart = _rollout("CartPole-v1", 48, "sim-00")  # holds an episode end
@@ -127,7 +138,8 @@ def seeds() -> Seeds:
             output_quant=exported.output_quant, obs_mean=exported.obs_mean,
             obs_std=exported.obs_std, exploration={"epsilon": 0.05}, learner_step=1500,
             model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
-            codec=codec_name, run_id="fuzz", created_unix=1_760_000_000.0, extra={"seed": 0},
+            codec=codec_name, run="fuzz", run_id=RUN_ID, created_unix=1_760_000_000.0,
+            extra={"seed": 0},
         )  # fmt: skip
         return codec.encode_policy(PolicyBundle(manifest, payload), signer)
 
@@ -140,15 +152,16 @@ def seeds() -> Seeds:
         breakdown={"env_step": 1.25, "inference": 0.5, "exploration": 0.01, "publish": 0.2,
                    "emulation": 0.0, "idle": 3.04, "wall": 5.0, "policy_receive": 0.02,
                    "model_load": 0.07},
+        run_id=RUN_ID, session=4_503_599_627_370_495,
     )  # fmt: skip
-    control = ControlMessage(
-        "running", credits={"sim-00": 2331, "sim-01": 2290}, default_credit=0, reason="credit"
-    )
+    control = ControlMessage("running", run_id=RUN_ID, reason="credit")
+    credit = CreditGrant(RUN_ID, session=4_503_599_627_370_495, credit=2331, refused=(17, 99))
     out = Seeds(
         cartpole=codec.encode_transitions(cart), pendulum=codec.encode_transitions(pend),
         model=model, zlib_model=zlib_model, blocks_model=blocks,
         policy_zlib=bundle(zlib_model, "zlib"), policy_blocks=bundle(blocks, "blocks"),
         status=codec.encode_status(status), control=codec.encode_control(control),
+        credit=codec.encode_credit(credit),
         signer=signer, cartpole_spec=cart_spec, pendulum_spec=pend_spec,
     )  # fmt: skip
     print(f"fuzz seeds made in {time.perf_counter() - t0:.1f} s")

@@ -126,7 +126,7 @@ def split(data: bytes) -> tuple[bytes, dict, bytes]:
     return magic, json.loads(data[10 : 10 + hlen]), data[10 + hlen :]
 
 
-def frame(magic: bytes, header_text: bytes, rest: bytes = b"", version: int = 2) -> bytes:
+def frame(magic: bytes, header_text: bytes, rest: bytes = b"", version: int = 3) -> bytes:
     return PREFIX.pack(magic, version, len(header_text)) + header_text + rest
 
 
@@ -175,13 +175,13 @@ def _no_constant(name: str) -> Any:
 
 
 def prefix_violation(data: bytes, magic: bytes, max_bytes: int) -> str | None:
-    """§3's prefix: size, magic, version 2, a header length that fits."""
+    """§3's prefix: size, magic, version 3, a header length that fits."""
     if len(data) > max_bytes:
         return "too large"
     if len(data) < 10:
         return "shorter than the prefix"
     got, version, hlen = PREFIX.unpack_from(data)
-    if got != magic or version != 2:
+    if got != magic or version != 3:
         return f"magic {got!r} version {version}"
     if hlen > 65536 or 10 + hlen > len(data):
         return "header length"
@@ -215,6 +215,11 @@ def is_num(v: Any) -> bool:
     return type(v) in (int, float) and math.isfinite(v)
 
 
+def is_run_id(v: Any) -> bool:
+    """§3.1/§5: a run id is a string of at most 64 characters (required in v3)."""
+    return isinstance(v, str) and len(v) <= 64
+
+
 # --- transitions (§3.1) -------------------------------------------------------------------
 
 
@@ -227,6 +232,8 @@ def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
     for key in ("session", "seq", "policy_version"):
         if not is_int(header.get(key)):
             return key
+    if not is_run_id(header.get("run_id")):
+        return "run_id"
     n = header.get("n")
     if not is_int(n, 1):
         return "n"
@@ -302,7 +309,7 @@ def manifest_violation(d: dict) -> str | None:
     for key in ("algo", "env_id", "precision", "model_sha256", "codec"):
         if not isinstance(d.get(key), str):
             return key
-    for key in ("output_kind", "run_id"):
+    for key in ("output_kind", "run", "run_id"):
         if key in d and not isinstance(d[key], str):
             return key
     if "created_unix" in d and not is_num(d["created_unix"]):
@@ -467,7 +474,7 @@ def sha256(data: bytes) -> str:
 STATES = ("starting", "running", "paused", "stopped", "offline")
 _COUNTERS = (
     "policy_version env_steps episodes transitions_sent batches_sent batches_dropped "
-    "policies_rejected control_rejected transitions_oversize transitions_dropped".split()
+    "policies_rejected control_rejected transitions_oversize transitions_dropped session".split()
 )
 _BREAKDOWN = set(
     "env_step inference exploration publish emulation idle wall policy_receive model_load".split()
@@ -481,7 +488,7 @@ def status_violation(data: bytes, max_bytes: int = 65536) -> str | None:
     # §5: strings of at most 128 characters, counts in [0, 2^53), rates and times >= 0.
     if not isinstance(h.get("actor_id"), str) or h.get("state") not in STATES:
         return "actor_id/state"
-    text = [h.get(k, "") for k in ("actor_id", "board", "runtime")]
+    text = [h.get(k, "") for k in ("actor_id", "board", "runtime", "run_id")]
     if not all(isinstance(t, str) and len(t) <= 128 for t in text):
         return "board/runtime"
     if not all(is_int(h.get(k, 0)) and h.get(k, 0) < 2**53 for k in _COUNTERS):
@@ -506,13 +513,27 @@ def control_violation(data: bytes, max_bytes: int = 65536) -> str | None:
         return why
     if h.get("state") not in ("running", "paused", "stopped"):
         return "state"
-    credits = h.get("credits", {})
-    if not isinstance(credits, dict) or not all(is_int(v, None) for v in credits.values()):
-        return "credits"
-    if h.get("default_credit") is not None and not is_int(h["default_credit"], None):
-        return "default_credit"
+    if not is_run_id(h.get("run_id")):
+        return "run_id"
     if not isinstance(h.get("reason", ""), str):
         return "reason"
+    return None
+
+
+def credit_violation(data: bytes, max_bytes: int = 4096) -> str | None:
+    """§5.2: run_id, session and credit required; refused: at most 8 sessions."""
+    h, why = strict_header(data, b"ERLG", max_bytes)
+    if h is None:
+        return why
+    if not is_run_id(h.get("run_id")):
+        return "run_id"
+    if not all(is_int(h.get(k)) and h.get(k) < 2**53 for k in ("session", "credit")):
+        return "session/credit"
+    refused = h.get("refused", [])
+    if not isinstance(refused, list) or len(refused) > 8:
+        return "refused"
+    if not all(is_int(r) and r < 2**53 for r in refused):
+        return "refused entry"
     return None
 
 

@@ -25,7 +25,7 @@ from collections import Counter
 import fuzzkit as fk
 import numpy as np
 import pytest
-from conftest import NORMAL, SLOW
+from conftest import NORMAL, RUN_ID, SLOW
 from hypothesis import settings
 from hypothesis import strategies as st
 from test_fuzz_policy import resigned, split_signed
@@ -57,7 +57,7 @@ def mutated_model(draw, seeds) -> bytes:
 
 
 def check_load(payload: bytes, seeds) -> str:
-    slot = PolicySlot(seeds.cartpole_spec, seeds.signer.verifier(), run="fuzz")
+    slot = PolicySlot(seeds.cartpole_spec, seeds.signer.verifier(), run="fuzz", run_id=RUN_ID)
     try:
         loaded = slot.load(payload)
     except codec.CodecError as e:
@@ -66,7 +66,8 @@ def check_load(payload: bytes, seeds) -> str:
     m = loaded.manifest
     as_json = json.loads(json.dumps(codec.manifest_to_dict(m)))
     assert fk.manifest_violation(as_json) is None
-    assert m.run_id == "fuzz" and m.policy_version > 0 and m.env_spec == seeds.cartpole_spec
+    assert (m.run, m.run_id) == ("fuzz", RUN_ID) and m.policy_version > 0
+    assert m.env_spec == seeds.cartpole_spec
     assert m.output_kind == "q_values"
     model = codec.decompress_model(split_signed(payload)[2], m.codec, slot.max_model_bytes)
     assert len(model) == m.model_size and fk.sha256(model) == m.model_sha256
@@ -109,5 +110,5 @@ def test_fuzz_policy_slot_load(seeds, budget):
 def test_the_seeds_load(seeds):
     for payload in (seeds.policy_zlib, seeds.policy_blocks):
         assert check_load(payload, seeds) == "loaded"
-        slot = PolicySlot(seeds.cartpole_spec, seeds.signer.verifier(), run="fuzz")
+        slot = PolicySlot(seeds.cartpole_spec, seeds.signer.verifier(), run="fuzz", run_id=RUN_ID)
         assert slot.load(payload).manifest.policy_version == 3

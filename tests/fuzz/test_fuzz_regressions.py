@@ -169,13 +169,13 @@ def test_a_signed_mistyped_manifest_is_bad_manifest(header):
     ids=["created_unix 1e999", "1e999 deep in extra: decoded, then could not be re-encoded"],
 )  # fmt: skip
 def test_a_signed_1e999_is_bad_manifest(old, new):
-    from edge_rl.transport.envelope import _PREFIX, MAGIC_POLICY
+    from edge_rl.transport.envelope import _PREFIX, MAGIC_POLICY, SCHEMA_VERSION
     from edge_rl.transport.signing import Signer
 
     signer = Signer.generate()
     text = json.dumps(_manifest()).replace(old, new)
     assert new in text
-    signed = _PREFIX.pack(MAGIC_POLICY, 2, len(text)) + text.encode()
+    signed = _PREFIX.pack(MAGIC_POLICY, SCHEMA_VERSION, len(text)) + text.encode()
     payload = signed + signer.key_id + signer.sign(signed) + b"model"
     with pytest.raises(codec.CodecError) as err:
         codec.decode_policy(payload, signer.verifier())
@@ -209,10 +209,10 @@ def _slot_load(model: bytes) -> str:
     m = PolicyManifest(
         policy_version=1, algo="dqn", env_id="CartPole-v1", env_spec=CARTPOLE, precision="int8",
         input_quant=float_io, output_quant=float_io, obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4,
-        exploration={"epsilon": 0.1}, learner_step=0, codec="none", run_id="r1",
+        exploration={"epsilon": 0.1}, learner_step=0, codec="none", run="r1", run_id="s1",
         model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
     )  # fmt: skip
-    slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1")
+    slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1", run_id="s1")
     try:
         slot.load(codec.encode_policy(PolicyBundle(m, model), signer))
     except codec.CodecError as e:

@@ -1,6 +1,7 @@
-"""Fuzz the status and control decoders (docs/protocol.md §5).
+"""Fuzz the status, control and credit decoders (docs/protocol.md §5).
 
-How each case is judged: ``fuzzkit.status_violation`` / ``control_violation`` read the
+How each case is judged: ``fuzzkit.status_violation`` / ``control_violation`` /
+``credit_violation`` read the
 header as §5's tables say. A violation -> ``CodecError`` with a §7 reason; none (unknown keys
 added, a counter changed to another int ...) -> accepted, and the record round-trips.
 """
@@ -53,9 +54,20 @@ def test_fuzz_decode_control(seeds, budget):
     )
 
 
+@BUDGETS
+def test_fuzz_decode_credit(seeds, budget):
+    fk.fuzz(
+        budget,
+        fk.byte_mutation([seeds.credit], 4096) | fk.header_mutation([seeds.credit]),
+        lambda p: check(p, codec.decode_credit, codec.encode_credit, fk.credit_violation),
+    )
+
+
 def test_the_seeds_are_valid(seeds):
     status = codec.decode_status(seeds.status)
     assert fk.status_violation(seeds.status) is None and status.breakdown
     control = codec.decode_control(seeds.control)
-    assert fk.control_violation(seeds.control) is None and control.credits
-    assert dataclasses.asdict(control)["default_credit"] == 0
+    assert fk.control_violation(seeds.control) is None and control.run_id
+    credit = codec.decode_credit(seeds.credit)
+    assert fk.credit_violation(seeds.credit) is None and credit.refused == (17, 99)
+    assert dataclasses.asdict(status)["session"] == credit.session

@@ -34,7 +34,6 @@ from edge_rl.transport.topics import Topics
 from edge_rl.types import (
     ACTOR_LOOP_BUCKETS,
     ActorStatus,
-    ControlMessage,
     PolicyBundle,
     PolicyManifest,
 )
@@ -110,7 +109,7 @@ def instrument(node: ActorNode, monkeypatch) -> Watches:
     w = Watches()
     node.env = TimedEnv(node.env, w.env_step, w.env_reset)
     monkeypatch.setattr(TFLitePolicy, "__call__", w.inference.wrap(TFLitePolicy.__call__))
-    node._explore = w.exploration.wrap(node._explore)
+    monkeypatch.setattr(actor_node, "explore", w.exploration.wrap(actor_node.explore))
     monkeypatch.setattr(actor_node, "random_action", w.exploration.wrap(random_action))
     for name in ("add", "ready", "take"):
         setattr(node.batcher, name, w.publish.wrap(getattr(node.batcher, name)))
@@ -199,15 +198,17 @@ def make_board(slowdown: float) -> BoardConfig:
     )
 
 
-def test_breakdown_without_a_policy(mosquitto, mqtt_client_factory, monkeypatch, policy_keys):
+def test_breakdown_without_a_policy(
+    mosquitto, mqtt_client_factory, monkeypatch, policy_keys, grant_run
+):
     run = f"bd-{uuid.uuid4().hex[:8]}"
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
     inbox = status_inbox(client, topics.status("a0"))
-    publish(client, topics.control, codec.encode_control(ControlMessage("running")))
     opts = ActorOptions("a0", "CartPole-v1", mosquitto.url, run=run, seed=1, max_env_steps=3000,
                         policy_key=str(policy_keys[1]))  # fmt: skip
     node = ActorNode(make_board(1.0), opts)
+    grant_run(client, topics, "a0", node.session)
     assert node._status("offline").breakdown == {}  # the last will has none: nothing ran
     # A broker slow to answer: the first 3 waits for the CONNACK time out (100 ms each).
     connected, waits = node.transport.wait_connected, []
@@ -254,7 +255,7 @@ def _bundle(exported, version: int, signer, run: str, sha: str | None = None) ->
         model_sha256=sha or hashlib.sha256(exported.tflite).hexdigest(),
         model_size=len(exported.tflite),
         codec="zlib",
-        run_id=run,
+        run=run, run_id="test-run-start",  # grant_run's run start (tests/conftest.py)
     )
     return codec.encode_policy(
         PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib")), signer
@@ -263,7 +264,7 @@ def _bundle(exported, version: int, signer, run: str, sha: str | None = None) ->
 
 @pytest.mark.slow
 def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
-    mosquitto, mqtt_client_factory, monkeypatch, policy_keys
+    mosquitto, mqtt_client_factory, monkeypatch, policy_keys, grant_run
 ):
     from edge_rl.agents.dqn.networks import make_q_network
     from edge_rl.export.tflite import export_policy
@@ -275,12 +276,12 @@ def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
     client = mqtt_client_factory(mosquitto)
     inbox = status_inbox(client, topics.status("a1"))
     # Paused first: the actor waits (idle) while a bad and then a good policy arrive.
-    publish(client, topics.control, codec.encode_control(ControlMessage("paused")))
     signer, public_key = policy_keys
     publish(client, topics.policy, _bundle(exported, 1, signer, run, sha="00" * 32))
     opts = ActorOptions("a1", "CartPole-v1", mosquitto.url, run=run, seed=2, max_env_steps=3000,
                         policy_key=str(public_key), emulate=True)  # fmt: skip
     node = ActorNode(make_board(1.5), opts)
+    grant_run(client, topics, "a1", node.session, state="paused")
     w = instrument(node, monkeypatch)
     thread, out = start(node)
     wait_for(lambda: node.slot.rejected["bad_hash"] == 1, 20, "the bad policy's rejection")
@@ -289,7 +290,7 @@ def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
     paused_turns = w.sleep.calls + 20  # paused a while longer: 20 more idle loop turns
     wait_for(lambda: w.sleep.calls >= paused_turns, 20, "20 paused loop turns")
     assert node.env_steps == 0  # paused: not one step yet
-    publish(client, topics.control, codec.encode_control(ControlMessage("running")))
+    grant_run(client, topics, "a1", node.session)
     b = final_breakdown(node, thread, out, inbox)
 
     assert_adds_up(b, w, out)  # idle: at least the paused turns' sleeps

@@ -16,11 +16,11 @@ from edge_rl.edge.board import BoardConfig
 from edge_rl.nodes.actor_node import ActorNode, ActorOptions
 from edge_rl.transport import codec
 from edge_rl.transport.topics import Topics
-from edge_rl.types import ActorStatus, ControlMessage
+from edge_rl.types import ActorStatus
 
 
 def test_status_counts_bad_control_and_oversize_batches(
-    mosquitto, mqtt_client_factory, caplog, policy_keys
+    mosquitto, mqtt_client_factory, caplog, policy_keys, grant_run
 ):
     run = f"refuse-{uuid.uuid4().hex[:8]}"
     topics = Topics("edge-rl", run)
@@ -40,14 +40,13 @@ def test_status_counts_bad_control_and_oversize_batches(
     # Retained, so the actor gets each one when it subscribes or at once if it has.
     bad = codec.MAGIC_CONTROL + b"\x01\x00 not a header"
     client.publish(topics.control, bad, qos=1, retain=True).wait_for_publish(5)
-    with caplog.at_level(logging.WARNING, logger="edge_rl.nodes.actor_node"):
+    with caplog.at_level(logging.WARNING, logger="edge_rl"):
         thread.start()
         deadline = time.monotonic() + 20
-        while node.control_rejected == 0 and time.monotonic() < deadline:
+        while node.rc.rejected == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert node.control_rejected == 1 and node.env_steps == 0  # ignored: still waiting
-        good = codec.encode_control(ControlMessage("running"))
-        client.publish(topics.control, good, qos=1, retain=True).wait_for_publish(5)
+        assert node.rc.rejected == 1 and node.env_steps == 0  # ignored: still waiting
+        grant_run(client, topics, "a0", node.session)  # a good control, and credit
         thread.join(60)
     assert not thread.is_alive()
 

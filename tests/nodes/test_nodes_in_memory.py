@@ -17,7 +17,7 @@ from edge_rl.nodes.learner_node import LearnerNode
 from edge_rl.transport import codec
 from edge_rl.transport.memory import MemoryBroker
 from edge_rl.transport.topics import Topics
-from edge_rl.types import ActorStatus
+from edge_rl.types import ActorStatus, ControlMessage
 
 WAIT_S = 10.0
 
@@ -38,6 +38,9 @@ def run_config(run: str, **kw) -> RunConfig:
 # --- FleetControl: statuses in, control and credit out ---------------------------------
 
 
+RID = "run-start-1"  # the run id every FleetControl below is made with
+
+
 class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes]] = []
@@ -47,17 +50,32 @@ class Recorder:
         return True
 
     def controls(self):
-        return [codec.decode_control(p) for _, p in self.sent]
+        return [codec.decode_control(p) for t, p in self.sent if t.endswith("/control")]
+
+    def grants(self) -> dict[str, codec.CreditGrant]:
+        """The last grant published to each actor."""
+        return {
+            t.split("/")[-2]: codec.decode_credit(p) for t, p in self.sent if t.endswith("/credit")
+        }
+
+    def credits(self) -> dict[str, int]:
+        return {a: g.credit for a, g in self.grants().items()}
 
 
-def status(actor: str, state: str = "running") -> bytes:
-    return codec.encode_status(ActorStatus(actor_id=actor, state=state))
+def status(actor: str, state: str = "running", run_id: str = RID, session: int = 7, **kw) -> bytes:
+    return codec.encode_status(
+        ActorStatus(actor_id=actor, state=state, run_id=run_id, session=session, **kw)
+    )
+
+
+def fleet_control(cfg: RunConfig, publish, received=lambda: (0, {})) -> FleetControl:
+    return FleetControl(cfg, Topics(cfg.transport.root, cfg.run), publish, received, RID)
 
 
 def test_fleet_control_records_only_statuses_from_their_own_topic():
     cfg = run_config("fc")
     topics = Topics(cfg.transport.root, cfg.run)
-    fleet = FleetControl(cfg, topics, Recorder(), received=lambda: (0, {}))
+    fleet = fleet_control(cfg, Recorder())
     fleet.on_status(topics.status("a0"), status("a0"))
     fleet.on_status(topics.status("a1"), status("a0"))  # a0 speaking on a1's topic
     fleet.on_status(topics.status("a2"), b"not a status")
@@ -65,27 +83,67 @@ def test_fleet_control_records_only_statuses_from_their_own_topic():
     assert fleet.status_rejected == 2
 
 
+def test_statuses_of_another_run_start_are_ignored_and_not_in_the_fleet():
+    """An earlier run's retained statuses (same run name) must not show up in this run."""
+    cfg = run_config("runs")
+    topics = Topics(cfg.transport.root, cfg.run)
+    fleet = fleet_control(cfg, Recorder())
+    fleet.on_status(topics.status("old"), status("old", "stopped", run_id="earlier-start"))
+    fleet.on_status(topics.status("new"), status("new", "starting", run_id=""))  # not joined
+    assert fleet.actors() == {} and fleet.counts()["status_other_run"] == 2
+    fleet.on_status(topics.status("new"), status("new"))
+    assert set(fleet.actors()) == {"new"}
+
+
 def test_fleet_control_grants_credit_to_known_actors_and_stopping_is_final():
     cfg = run_config("fc2")
     topics = Topics(cfg.transport.root, cfg.run)
     publish = Recorder()
-    fleet = FleetControl(cfg, topics, publish, received=lambda: (0, {}))
+    fleet = fleet_control(cfg, publish)
     fleet.send("running", updates=0)  # nobody known yet: nothing granted
-    fleet.on_status(topics.status("a0"), status("a0"))
-    fleet.on_status(topics.status("a1"), status("a1"))
+    assert publish.grants() == {}
+    fleet.on_status(topics.status("a0"), status("a0", session=1))
+    fleet.on_status(topics.status("a1"), status("a1", session=2))
     fleet.on_status(topics.status("gone"), status("gone", "offline"))
     fleet.send("running", updates=0)
+    sent = len(publish.sent)
     fleet.send("running", updates=0)  # nothing new to grant: not sent again
-    first, second = publish.controls()
-    assert first.credits == {} and first.default_credit == 0
+    assert len(publish.sent) == sent
     allowed = cfg.learning_starts + cfg.max_lag_transitions
-    assert set(second.credits) == {"a0", "a1"} and sum(second.credits.values()) == allowed
+    grants = publish.grants()
+    assert set(grants) == {"a0", "a1"} and sum(g.credit for g in grants.values()) == allowed
+    assert (grants["a0"].session, grants["a1"].session) == (1, 2)  # each to its process
+    assert {g.run_id for g in grants.values()} == {RID}
     fleet.send("stopped")
     fleet.send("running", updates=1_000)  # after stopped: ignored
-    assert [c.state for c in publish.controls()] == ["running", "running", "stopped"]
-    fleet.republish()  # after a reconnect: the last message again, unchanged
-    assert publish.sent[-1] == publish.sent[-2]
-    assert all(t == topics.control for t, _ in publish.sent)
+    assert [(c.state, c.run_id) for c in publish.controls()] == [("running", RID), ("stopped", RID)]
+    before = list(publish.sent)
+    fleet.republish()  # after a reconnect: the control message and every grant again
+    assert sorted(publish.sent[len(before):]) == sorted(
+        [before[-1]] + [(t, p) for t, p in before if t.endswith("/credit")]
+    )
+    fleet.clear()  # the end of the run: the grants are no longer retained
+    assert publish.sent[-2:] == [(topics.credit("a0"), b""), (topics.credit("a1"), b"")]
+
+
+def test_the_control_message_stays_small_and_each_grant_too_for_10000_actors():
+    """Protocol v3: credit travels per actor, so no message grows with the fleet (v2's
+    control message, with every actor's credit in it, passed its 64 KB header cap at
+    ~4,000 actors)."""
+    cfg = run_config(
+        "big", total_env_steps=200_000, learning_starts=99_000, max_lag_transitions=1_000
+    )
+    topics = Topics(cfg.transport.root, cfg.run)
+    publish = Recorder()
+    fleet = fleet_control(cfg, publish)
+    ids = [f"board-{i:05d}-{'x' * 40}" for i in range(10_000)]  # long ids: the worst case
+    for n, actor in enumerate(ids):
+        fleet.on_status(topics.status(actor), status(actor, session=n))
+    fleet.send("running", updates=0)
+    grants = publish.grants()
+    assert len(grants) == 10_000 and all(g.credit == 10 for g in grants.values())
+    assert max(len(p) for _, p in publish.sent) < 200
+    assert max(len(p) for t, p in publish.sent if t == topics.control) < 100
 
 
 def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
@@ -93,15 +151,37 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
     topics = Topics(cfg.transport.root, cfg.run)
     publish = Recorder()
     # "ghost" delivered data without ever announcing itself: it earns no credit.
-    fleet = FleetControl(cfg, topics, publish, received=lambda: (10, {"ghost": 10}))
+    fleet = fleet_control(cfg, publish, received=lambda: (10, {"ghost": 10}))
     for actor in ("a0", "a1", "a2"):
         fleet.on_status(topics.status(actor), status(actor))
     assert set(fleet.actors()) == {"a0", "a1"} and fleet.actors_refused == 1
     fleet.on_status(topics.status("a0"), status("a0", "paused"))  # a known actor: updated
     assert fleet.actors()["a0"].state == "paused"
     fleet.send("running", updates=0)
-    (control,) = publish.controls()
-    assert set(control.credits) == {"a0", "a1"}
+    assert set(publish.grants()) == {"a0", "a1"}
+
+
+def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch):
+    """Two boards with one id: the first owns it; the newcomer's session is listed as
+    refused in the id's grant (it stops on it) and gets no credit; the run goes on."""
+    import edge_rl.nodes.identity as identity
+
+    now = [500.0]
+    monkeypatch.setattr(identity.time, "monotonic", lambda: now[0])
+    cfg = run_config("dup")
+    topics = Topics(cfg.transport.root, cfg.run)
+    publish = Recorder()
+    fleet = fleet_control(cfg, publish)
+    fleet.on_status(topics.status("pi"), status("pi", session=111))
+    fleet.send("running", updates=0)
+    assert publish.grants()["pi"].session == 111
+    now[0] += 1
+    fleet.on_status(topics.status("pi"), status("pi", "starting", session=222))  # the newcomer
+    fleet.send("running", updates=0)
+    grant = publish.grants()["pi"]
+    assert grant.session == 111 and grant.refused == (222,)
+    assert fleet.counts()["actor_sessions_refused"] == 1
+    assert fleet.actors()["pi"].session == 111  # the newcomer's status is not recorded
 
 
 def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypatch):
@@ -115,21 +195,21 @@ def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypa
     topics = Topics(cfg.transport.root, cfg.run)
     received = {"worker": 0}
     publish = Recorder()
-    fleet = FleetControl(cfg, topics, publish, received=lambda: (sum(received.values()), received))
-    for actor in ("worker", "hoarder"):
-        fleet.on_status(topics.status(actor), status(actor))
+    fleet = fleet_control(cfg, publish, received=lambda: (sum(received.values()), received))
+    for n, actor in enumerate(("worker", "hoarder")):
+        fleet.on_status(topics.status(actor), status(actor, session=n))
     fleet.send("running", updates=0)
-    first = publish.controls()[-1].credits
+    first = publish.credits()
     assert first == {"worker": 100, "hoarder": 100}
     grants = []
     for t, updates in ((3.0, 50), (6.0, 100), (9.0, 150)):  # the worker steps and delivers
         now[0] = 1000.0 + t
         received["worker"] = 100 * int(t // 3)
-        fleet.on_status(topics.status("worker"), codec.encode_status(
-            ActorStatus("worker", "running", env_steps=received["worker"],
-                        transitions_sent=received["worker"])))  # fmt: skip
+        fleet.on_status(topics.status("worker"), status(
+            "worker", session=0, env_steps=received["worker"],
+            transitions_sent=received["worker"]))  # fmt: skip
         fleet.send("running", updates=updates)
-        grants.append(publish.controls()[-1].credits)
+        grants.append(publish.credits())
     at3, at6, at9 = grants
     assert at3["hoarder"] > first["hoarder"]  # before the timeout: a share like anyone
     assert at6["hoarder"] == at9["hoarder"] == at3["hoarder"]  # after it: no more
@@ -141,13 +221,16 @@ def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypa
 def test_a_killed_actor_keeps_its_last_counters():
     cfg = run_config("will")
     topics = Topics(cfg.transport.root, cfg.run)
-    fleet = FleetControl(cfg, topics, Recorder(), received=lambda: (0, {}))
-    running = ActorStatus(actor_id="a0", state="running", env_steps=640, transitions_sent=512)
+    fleet = fleet_control(cfg, Recorder())
+    running = ActorStatus(
+        actor_id="a0", state="running", env_steps=640, transitions_sent=512, run_id=RID, session=7
+    )
     fleet.on_status(topics.status("a0"), codec.encode_status(running))
-    fleet.on_status(topics.status("a0"), status("a0", "offline"))  # its last will: zeros
+    # Its last will: zeros, and no run id (made before the actor joined): matched by session.
+    fleet.on_status(topics.status("a0"), status("a0", "offline", run_id=""))
     assert fleet.actors()["a0"] == dataclasses.replace(running, state="offline")
-    fleet.on_status(topics.status("a1"), status("a1", "offline"))  # never seen running
-    assert fleet.actors()["a1"].env_steps == 0
+    fleet.on_status(topics.status("a1"), status("a1", "offline"))  # never seen: not recorded
+    assert "a1" not in fleet.actors()
 
 
 def test_actors_join_while_the_main_thread_reads_the_registry():
@@ -156,7 +239,7 @@ def test_actors_join_while_the_main_thread_reads_the_registry():
     iterating it while actors join never raises and never sees a half-made entry."""
     cfg = run_config("race")
     topics = Topics(cfg.transport.root, cfg.run)
-    fleet = FleetControl(cfg, topics, Recorder(), received=lambda: (0, {}))
+    fleet = fleet_control(cfg, Recorder())
     payloads = [(topics.status(f"a{i}"), status(f"a{i}")) for i in range(3_000)]
     joined = threading.Event()
 
@@ -198,10 +281,14 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert summary["env_steps"] >= cfg.total_env_steps
     assert actor.transitions_sent == summary["transitions_received"] == len(learner.replay)
     assert summary["batches_missing"] == 0 and summary["transitions_rejected"] == 0
-    # Policies went out retained; the actor ran one; publishes.jsonl has a line for each.
-    retained = broker.retained[topics.policy]
-    policy = codec.decode_policy(retained, learner.signer.verifier(), len(retained))
+    # Policies went out retained, for this run start; the actor ran one; publishes.jsonl
+    # has a line for each. At the end the learner cleared the retained policy.
+    policies = [p for t, p, retain in broker.published if t == topics.policy and retain]
+    assert policies[0] == b"" and policies[-1] == b"" and topics.policy not in broker.retained
+    policy = codec.decode_policy(policies[-2], learner.signer.verifier(), len(policies[-2]))
     assert policy.manifest.policy_version == summary["policy_version"] >= 2
+    assert (policy.manifest.run, policy.manifest.run_id) == (cfg.run, summary["run_id"])
+    assert summary["run_id"] == learner.run_id and len(learner.run_id) == 16
     assert summary["actors"]["a0"]["policy_version"] >= 1
     lines = (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()
     assert [json.loads(x)["policy_version"] for x in lines] == list(
@@ -304,3 +391,49 @@ def fake_published(version: int):
 
     manifest = SimpleNamespace(policy_version=version)
     return SimpleNamespace(bundle=SimpleNamespace(manifest=manifest), model=b"")
+
+
+def old_policy(run: str, signer) -> bytes:
+    """A policy an earlier start of run ``run`` left retained: version 50, same key."""
+    import hashlib
+
+    from edge_rl.specs import EnvSpec
+    from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+
+    model = b"an earlier run's model"
+    m = PolicyManifest(
+        policy_version=50, algo="dqn", env_id="CartPole-v1",
+        env_spec=EnvSpec(obs_shape=(4,), num_actions=2), precision="int8",
+        input_quant=QuantParams("float32", 0.0, 0), output_quant=QuantParams("float32", 0.0, 0),
+        obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4, exploration={"epsilon": 0.0}, learner_step=9,
+        model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model), codec="none",
+        run=run, run_id="an-earlier-start",
+    )  # fmt: skip
+    return codec.encode_policy(PolicyBundle(m, model), signer)
+
+
+def test_an_earlier_runs_leftovers_never_reach_this_run(tmp_path):
+    """Protocol v3 §5: under the same run name, an earlier learner's retained policy (signed
+    with the same key, at version 50), its "running" control, and another actor's status.
+    The actor joins this run start only: it never loads the old policy, this learner's
+    versions start at 1, and the summary counts this run's actor alone."""
+    cfg = run_config("leftovers")
+    topics = Topics(cfg.transport.root, cfg.run)
+
+    def leave_leftovers(broker, learner):
+        broker.retained[topics.policy] = old_policy(cfg.run, learner.signer)
+        old_start = ControlMessage("running", "an-earlier-start")
+        broker.retained[topics.control] = codec.encode_control(old_start)
+        broker.retained[topics.status("ghost")] = status("ghost", run_id="an-earlier-start")
+
+    summary, actor, broker, learner = run_in_memory(tmp_path, cfg, before_run=leave_leftovers)
+    assert set(summary["actors"]) == {"a0"} and summary["status_other_run"] >= 1
+    assert summary["env_steps"] == cfg.total_env_steps and summary["transitions_rejected"] == 0
+    versions = [json.loads(x)["policy_version"] for x in
+                (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()]  # fmt: skip
+    assert versions[0] == 1 and summary["policy_version"] < 50
+    assert actor.rc.run_id == learner.run_id and actor.slot.version <= summary["policy_version"]
+    # The old policy was tried again when the actor joined this run start, and refused for
+    # it. (Before, the actor had joined the old start, whose "running" was retained: its
+    # policy was tried for that one, and its junk model refused; no credit, no step.)
+    assert actor.slot.rejected["wrong_run"] == 1

@@ -38,6 +38,7 @@ from edge_rl.transport.topics import Topics
 from edge_rl.types import (
     ActorStatus,
     ControlMessage,
+    CreditGrant,
     PolicyBundle,
     PolicyManifest,
     QuantParams,
@@ -62,15 +63,16 @@ def config(run: str) -> RunConfig:
     )  # fmt: skip
 
 
-def batch(actor: str, seq: int, *, reward: float = 1.0, version: int = 0, n: int = 4):
+def batch(actor: str, seq: int, run_id: str, *, reward: float = 1.0, version: int = 0, n=4):
+    """A batch for the run start ``run_id`` (the intruder reads it off the control topic)."""
     obs = np.zeros((n, 4), np.float32)
     return TransitionBatch(
         actor, 7, seq, version, obs, np.zeros(n, np.int64), np.full(n, reward, np.float32),
-        obs, np.zeros(n, bool), np.zeros(n, bool),
+        obs, np.zeros(n, bool), np.zeros(n, bool), run_id=run_id,
     )  # fmt: skip
 
 
-def forged_policy(run: str) -> bytes:
+def forged_policy(run: str, run_id: str) -> bytes:
     """A well-formed bundle with a huge version, signed by the attacker's own key."""
     model = b"\0" * 64
     m = PolicyManifest(
@@ -79,14 +81,15 @@ def forged_policy(run: str) -> bytes:
         output_quant=QuantParams("float32", 0.0, 0), obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4,
         exploration={"epsilon": 1.0}, learner_step=0,
         model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model), codec="none",
-        run_id=run,
+        run=run, run_id=run_id,
     )  # fmt: skip
     return codec.encode_policy(PolicyBundle(m, model), Signer.generate())
 
 
 def nested_header(depth: int = 5_000) -> bytes:  # 10 KB: under the 64 KB header cap
     h = b"[" * depth + b"]" * depth
-    return codec.MAGIC_TRANSITIONS + (2).to_bytes(2, "little") + len(h).to_bytes(4, "little") + h
+    version = codec.SCHEMA_VERSION.to_bytes(2, "little")
+    return codec.MAGIC_TRANSITIONS + version + len(h).to_bytes(4, "little") + h
 
 
 def anonymous_refused(broker: EmbeddedBroker, wait_for) -> bool:
@@ -105,7 +108,7 @@ def anonymous_refused(broker: EmbeddedBroker, wait_for) -> bool:
 
 def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict, wait_for) -> None:
     """Everything the intruder's credentials let it send, and what they do not."""
-    run = topics.run
+    run, rid = topics.run, node.run_id
     sent = log["sent"]
 
     def send(topic: str, payload: bytes, what: str, retain: bool = False) -> None:
@@ -113,11 +116,17 @@ def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict, wa
         sent.append(what)
 
     # Outside its own namespace: the broker's ACL drops these (nobody receives them).
-    send(topics.policy, forged_policy(run), "forged policy", retain=True)
+    send(topics.policy, forged_policy(run, rid), "forged policy", retain=True)
     send(topics.policy, b"ERLP\x01\x00garbage", "garbage policy", retain=True)
-    send(topics.control, codec.encode_control(ControlMessage("stopped")), "forged stop", True)
-    send(topics.transitions(HONEST[0]), codec.encode_transitions(batch(HONEST[0], 0)),
+    send(topics.control, codec.encode_control(ControlMessage("stopped", rid)), "forged stop", True)
+    send(topics.transitions(HONEST[0]), codec.encode_transitions(batch(HONEST[0], 0, rid)),
          "batch under an honest id")  # fmt: skip
+    # Credit: stop an honest actor (a grant that refuses every session it could have), or
+    # grant itself or an honest actor the whole budget. Only the learner may write credit.
+    honest_session = node.fleet.actors()[HONEST[0]].session  # (the test's knowledge)
+    for actor in (HONEST[0], INTRUDER):
+        forged = CreditGrant(rid, 0, 10**9, refused=(honest_session,))
+        send(topics.credit(actor), codec.encode_credit(forged), "forged credit", True)
     send(topics.status(HONEST[0]), codec.encode_status(ActorStatus(HONEST[0], "stopped")),
          "status under an honest id", retain=True)  # fmt: skip
     for i in range(200):  # invented actors: no topic of theirs is writable by the intruder
@@ -129,16 +138,18 @@ def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict, wa
         "bad_magic": b"not a batch at all",
         "bad_version": codec.MAGIC_TRANSITIONS + b"\x01\x00" + b"\0" * 20,
         "bad_header": nested_header(),
-        "non_finite": codec.encode_transitions(batch(INTRUDER, 0, reward=float("nan"))),
-        "out_of_bounds": codec.encode_transitions(batch(INTRUDER, 1, reward=3e38)),
-        "unknown_policy": codec.encode_transitions(batch(INTRUDER, 2, version=10**6)),
+        "non_finite": codec.encode_transitions(batch(INTRUDER, 0, rid, reward=float("nan"))),
+        "out_of_bounds": codec.encode_transitions(batch(INTRUDER, 1, rid, reward=3e38)),
+        "unknown_policy": codec.encode_transitions(batch(INTRUDER, 2, rid, version=10**6)),
+        "wrong_run": codec.encode_transitions(batch(INTRUDER, 3, "an-earlier-start")),
     }
     for reason, payload in own.items():
         send(mine, payload, reason)
     status = topics.status(INTRUDER)
     send(status, b"ERLS junk", "bad status")
     bad = json.dumps({"actor_id": INTRUDER, "state": "running", "env_steps": "a lot"}).encode()
-    send(status, codec.MAGIC_STATUS + b"\x02\x00" + len(bad).to_bytes(4, "little") + bad,
+    version = codec.SCHEMA_VERSION.to_bytes(2, "little")
+    send(status, codec.MAGIC_STATUS + version + len(bad).to_bytes(4, "little") + bad,
          "mistyped status")  # fmt: skip
     rejected = node.ingest.stats.rejected
     log["ingest_counted"] = wait_for(lambda: all(rejected[r] >= 1 for r in own), 30)
@@ -193,7 +204,7 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
     # Alive to the end, and the run finished: the forged "stopped" never reached anyone.
     assert codes == [0, 0], codes
     assert summary["env_steps"] == cfg.total_env_steps
-    assert log["attacked_at"] < cfg.total_env_steps and len(log["sent"]) == 5 + 200 + 6 + 2
+    assert log["attacked_at"] < cfg.total_env_steps and len(log["sent"]) == 7 + 200 + 7 + 2
     assert log["ingest_counted"] and log["status_counted"], log
     # Replay holds only what the honest actors sent (by their own count), once.
     actors = summary["actors"]
@@ -211,6 +222,6 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
     assert all(a["policies_rejected"] == 0 for a in actors.values())  # the broker dropped them
     # Each refusal counted where it happened.
     for reason in ("bad_magic", "bad_version", "bad_header", "non_finite", "out_of_bounds",
-                   "unknown_policy"):  # fmt: skip
+                   "unknown_policy", "wrong_run"):  # fmt: skip
         assert summary["batches_rejected"].get(reason, 0) >= 1, summary["batches_rejected"]
     assert summary["status_rejected"] >= 2

@@ -86,6 +86,8 @@ def test_actor_cannot_publish_policy_or_control(broker, clients) -> None:
 
     actor.publish(RUN.policy, b"evil policy", retain=True)
     actor.publish(RUN.control, b"evil control", retain=True)
+    actor.publish(RUN.credit("sim-00"), b"evil credit for itself", retain=True)
+    actor.publish(RUN.credit("sim-01"), b"evil credit for another", retain=True)
     actor.publish(RUN.status("sim-00"), b"own status")
 
     assert learner.until(b"own status") == [b"own status"]
@@ -99,10 +101,14 @@ def test_learner_publishes_policy_and_control_to_actors(broker, clients) -> None
     learner = clients(broker, **login(broker, "learner"))
     assert learner.first_outcome() == "connected"
 
+    actor.subscribe(RUN.credit("sim-01"))
+    actor.subscribe(RUN.credit("sim-00"))  # not its own: the broker sends it nothing
     learner.publish(RUN.policy, b"policy v1", retain=True)
+    learner.publish(RUN.credit("sim-00"), b"credit for sim-00", retain=True)
+    learner.publish(RUN.credit("sim-01"), b"credit for sim-01", retain=True)
     learner.publish(RUN.control, b"running")
 
-    assert actor.until(b"running") == [b"policy v1", b"running"]
+    assert actor.until(b"running") == [b"policy v1", b"credit for sim-01", b"running"]
 
 
 def test_actor_cannot_read_another_actors_transitions(broker, clients) -> None:

@@ -72,7 +72,11 @@ def test_default_run_is_authenticated_and_completes(
         password_file = Path(config_value(conf, "password_file"))
         acl_file = Path(config_value(conf, "acl_file"))
         acl = acl_file.read_text()
-        assert "user sim-01\ntopic write edge-rl/auth-smoke/actors/sim-01/#\n" in acl
+        assert (
+            "user sim-01\ntopic write edge-rl/auth-smoke/actors/sim-01/transitions\n"
+            "topic write edge-rl/auth-smoke/actors/sim-01/status\n"
+        ) in acl
+        assert "topic read edge-rl/auth-smoke/actors/sim-01/credit\n" in acl
         assert "user learner\ntopic write edge-rl/auth-smoke/policy" in acl
         users = [line.split(":")[0] for line in password_file.read_text().splitlines()]
         assert users == ["learner", "sim-00", "sim-01"]

@@ -12,6 +12,7 @@ from edge_rl.transport import codec
 from edge_rl.types import (
     ActorStatus,
     ControlMessage,
+    CreditGrant,
     PolicyManifest,
     QuantParams,
     TransitionBatch,
@@ -82,7 +83,8 @@ REJECTIONS = [
     ("wrong magic", b"XXXX" + GOOD[4:], CARTPOLE, "bad_magic"),
     ("policy magic", codec.MAGIC_POLICY + GOOD[4:], CARTPOLE, "bad_magic"),
     ("version 1", GOOD[:4] + struct.pack("<H", 1) + GOOD[6:], CARTPOLE, "bad_version"),
-    ("version 3", GOOD[:4] + struct.pack("<H", 3) + GOOD[6:], CARTPOLE, "bad_version"),
+    ("version 2", GOOD[:4] + struct.pack("<H", 2) + GOOD[6:], CARTPOLE, "bad_version"),
+    ("version 4", GOOD[:4] + struct.pack("<H", 4) + GOOD[6:], CARTPOLE, "bad_version"),
     ("version 0", GOOD[:4] + struct.pack("<H", 0) + GOOD[6:], CARTPOLE, "bad_version"),
     ("header not json", GOOD[:10] + b"{" * (len(GOOD) - 10), CARTPOLE, "bad_header"),
     ("trailing bytes", GOOD + b"\0\0\0\0", CARTPOLE, "bad_array"),
@@ -181,11 +183,16 @@ def test_decompress_is_bounded():
 def test_status_and_control_round_trip_and_reject():
     status = ActorStatus(actor_id="a", state="running", env_steps=5, recent_return=12.5)
     assert codec.decode_status(codec.encode_status(status)) == status
-    ctrl = ControlMessage("running", credits={"a": 10, "b": 20}, default_credit=5)
+    ctrl = ControlMessage("running", run_id="0123abcd")
     assert codec.decode_control(codec.encode_control(ctrl)) == ctrl
-    assert ctrl.credit_for("b") == 20 and ctrl.credit_for("new") == 5
-    for bad in ({"state": "exploding"}, {"credits": {"a": "many"}}, {"default_credit": 1.5}):
+    for bad in ({"state": "exploding"}, {"run_id": None}, {"run_id": "x" * 65}, {"reason": 1}):
         with pytest.raises(codec.CodecError):
             codec.decode_control(_replace_header(codec.encode_control(ctrl), **bad))
+    grant = CreditGrant("0123abcd", session=2**52, credit=640, refused=(3, 4))
+    assert codec.decode_credit(codec.encode_credit(grant)) == grant
+    for bad in ({"credit": -1}, {"credit": 1.0}, {"session": True}, {"refused": [1] * 9},
+                {"refused": ["a"]}, {"run_id": 5}):  # fmt: skip
+        with pytest.raises(codec.CodecError):
+            codec.decode_credit(_replace_header(codec.encode_credit(grant), **bad))
     with pytest.raises(codec.CodecError):
         codec.decode_status(b"offline")

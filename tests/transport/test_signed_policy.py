@@ -36,7 +36,7 @@ def manifest(model: bytes = b"model", **override) -> PolicyManifest:
         output_quant=QuantParams("float32", 0.0, 0), obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4,
         exploration={"epsilon": 0.05}, learner_step=1000,
         model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model), codec="none",
-        run_id="r1",
+        run="r1", run_id="s1",
     )  # fmt: skip
     fields.update(override)
     return PolicyManifest(**fields)
@@ -110,7 +110,7 @@ def test_a_signed_1e999_exploration_is_refused_as_a_manifest_error():
     raw = json.dumps(good_header()).replace('"epsilon": 0.05', '"epsilon": 1e999').encode()
     from edge_rl.transport.envelope import _PREFIX
 
-    signed = _PREFIX.pack(codec.MAGIC_POLICY, 2, len(raw)) + raw
+    signed = _PREFIX.pack(codec.MAGIC_POLICY, codec.SCHEMA_VERSION, len(raw)) + raw
     payload = signed + SIGNER.key_id + SIGNER.sign(signed) + b"model"
     with pytest.raises(codec.CodecError) as err:
         codec.decode_policy(payload, SIGNER.verifier())
@@ -171,38 +171,58 @@ def bundle_for(model: bytes, signer: Signer = SIGNER, **override) -> bytes:
 def test_the_slot_loads_signed_newer_policies_of_its_run_and_keeps_the_last_good_one(
     cartpole_model,
 ):
-    slot = PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1")
+    slot = PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1", run_id="s1")
     slot.current = slot.load(bundle_for(cartpole_model, policy_version=2))
     attempts = {
         "unknown_key": bundle_for(cartpole_model, OTHER, policy_version=3),
-        "wrong_run": bundle_for(cartpole_model, policy_version=3, run_id="another-run"),
+        "wrong_run": bundle_for(cartpole_model, policy_version=3, run="another-run"),
         "stale_version": bundle_for(cartpole_model, policy_version=2),
         "spec_mismatch": bundle_for(cartpole_model, policy_version=3, env_spec=PENDULUM),
         "bad_hash": bundle_for(cartpole_model, policy_version=3, model_sha256="00" * 32),
     }
-    for reason, payload in attempts.items():
+    # The same run name, but an earlier start of it (a retained policy left by a learner
+    # that was restarted from scratch): refused too.
+    earlier_start = bundle_for(cartpole_model, policy_version=3, run_id="s0")
+    for reason, payload in [*attempts.items(), ("wrong_run", earlier_start)]:
+        before = slot.rejected[reason]
         slot.offer(payload)
         slot.load_pending()  # what the slot's thread does after each offer
-        assert slot.rejected[reason] == 1, (reason, dict(slot.rejected))
+        assert slot.rejected[reason] == before + 1, (reason, dict(slot.rejected))
         assert slot.version == 2  # still the last good policy
     slot.offer(bundle_for(cartpole_model, policy_version=3))
     slot.load_pending()
-    assert slot.version == 3 and sum(slot.rejected.values()) == len(attempts)
+    assert slot.version == 3 and sum(slot.rejected.values()) == len(attempts) + 1
+
+
+def test_the_slot_loads_nothing_before_the_actor_joins_a_run_start(cartpole_model):
+    """A policy that arrives before the control message naming the run start waits; the
+    join tries it again, and a join of another start drops the loaded policy."""
+    slot = PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1")
+    slot.offer(bundle_for(cartpole_model, policy_version=5))
+    slot.load_pending()
+    assert slot.current is None and not slot.rejected
+    slot.set_run("s1")
+    slot.load_pending()
+    assert slot.version == 5
+    slot.set_run("s2")  # a new run start: its own policies only, from none
+    assert slot.current is None
+    slot.load_pending()  # the newest payload again: of start s1, so refused
+    assert slot.current is None and slot.rejected["wrong_run"] == 1
 
 
 def test_the_slot_refuses_a_model_that_does_not_fit_the_env_or_the_board(cartpole_model):
-    slot = PolicySlot(PENDULUM, SIGNER.verifier(), run="r1")
+    slot = PolicySlot(PENDULUM, SIGNER.verifier(), run="r1", run_id="s1")
     pendulum = dict(env_spec=PENDULUM, output_kind="action", exploration={"sigma": 0.1})
     with pytest.raises(codec.CodecError) as err:  # a 4 -> 2 model for a 3 -> 1 env
         slot.load(bundle_for(cartpole_model, **pendulum))
     assert err.value.reason == "model_shape"
-    tiny = PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1", max_tensor_bytes=100)
+    tiny = PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1", run_id="s1", max_tensor_bytes=100)
     with pytest.raises(codec.CodecError) as err:
         tiny.load(bundle_for(cartpole_model))
     assert err.value.reason == "bad_model" and "max_tensor_bytes" in str(err.value)
     q_for_box = dataclasses.replace(manifest(cartpole_model), output_kind="action")
     with pytest.raises(codec.CodecError) as err:
-        PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1").load(
+        PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1", run_id="s1").load(
             codec.encode_policy(PolicyBundle(q_for_box, cartpole_model), SIGNER)
         )
     assert err.value.reason == "spec_mismatch"
