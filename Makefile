@@ -1,13 +1,14 @@
 # The README's two commands: `make run` (the CartPole example with a simulated fleet) and
 # `make test` (the whole suite, what CI runs). Both create .venv and install what they need
 # first. `make test-quick` is the development tier: everything but the tests marked `slow`
-# (real training loops and benchmark runs).
+# (real training loops and benchmark runs). `make pi-check`: a bundle installed and run on an
+# emulated Raspberry Pi (qemu-user, as root; docs/boards.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-quick test-deep bench venv clean
+.PHONY: run test test-quick test-deep bench venv clean pi-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,10 @@ test-quick: $(STAMP)
 
 test-deep: $(STAMP)
 	$(BIN)/python -m pytest -m deep tests/fuzz
+
+# The emulated Raspberry Pi check (docs/boards.md): root, qemu-user, a cached arm64 rootfs.
+pi-check: $(STAMP)
+	scripts/emulated-pi-check
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/backbone.py

@@ -160,6 +160,10 @@ def actor_counts(h: Harness, summary: dict) -> dict[str, dict[str, int]]:
     return out
 
 
+def logs_of(h: Harness) -> list[Path]:
+    return sorted((h.run_dir / "fleet").glob("sim-*.log"))
+
+
 def account(fault: Fault, h: Harness, finished: bool, wall: float) -> Row:
     path = h.run_dir / "summary.json"
     s = json.loads(path.read_text()) if path.exists() else {}
@@ -167,9 +171,12 @@ def account(fault: Fault, h: Harness, finished: bool, wall: float) -> Row:
     fleet_ids = set(h.fleet.actor_ids())
     by_actor = s.get("transitions_received_by_actor", {})
     received = sum(n for a, n in by_actor.items() if a in fleet_ids)
-    # Resumed (protocol v3): the actors count again from the resumed learner's run start, so
-    # the accounting is of the resumed part; the checkpoint holds the rest.
-    received -= s.get("resumed_from_env_steps") or 0
+    # Resumed as a new run start (the actors joined it twice), they count again from zero: the
+    # accounting is of the resumed part, the checkpoint holds the rest. Resumed with the run's
+    # own run id, they count on: all of it.
+    joins = [log.read_text(errors="replace").count("joined run") for log in logs_of(h)]
+    if joins and min(joins) > 1:
+        received -= s.get("resumed_from_env_steps") or 0
     foreign = sum(n for a, n in by_actor.items() if a not in fleet_ids)
     sent = sum(p["sent"] for p in per.values())
     dropped = sum(p["dropped"] for p in per.values())

@@ -103,8 +103,6 @@ def learn(ctx, config_path, resume_dir, out, broker, embedded_broker, n_fleet, b
 
 def _new_run(config_path, out, sets, seed, n_fleet, board, signing_key, run_name):
     """The config with the command line's overrides, and a run directory of its own."""
-    import yaml
-
     from edge_rl.config import load_run_config
 
     overrides = _parse_sets(sets)
@@ -126,8 +124,6 @@ def _new_run(config_path, out, sets, seed, n_fleet, board, signing_key, run_name
         out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     check_new_run_dir(run_dir)  # nothing of an earlier run is overwritten
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
     return cfg, run_dir
 
 
@@ -139,6 +135,11 @@ def _learn_in(ctx, cfg, run_dir, resume, broker, embedded_broker, as_json, auth_
     if broker is None and not auth.empty:
         raise click.ClickException("credentials are for --broker: the embedded one makes its own")
     auth = complete(auth, "learner", broker)
+    if not resume:  # checked all: now the run directory (nothing is written before)
+        import yaml
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
     # On a terminal the live view owns it: native lines (TensorFlow's start-up, LiteRT's)
     # and INFO records go to learner.log only; warnings and errors print above the view.
     terminal = CurrentStderrHandler()

@@ -114,3 +114,61 @@ def test_kill_9_then_resume_ends_at_the_budget_with_versions_going_on(
     assert (run / "metrics.csv").read_text().splitlines()[: len(rows)] == rows
     finished = cli("learn", "--resume", str(run))
     assert finished.returncode != 0 and "finished" in finished.stderr
+
+
+@pytest.mark.slow
+def test_boards_that_keep_running_see_the_learner_come_back(
+    tmp_path, fresh_mosquitto, setpriv_available, cli
+):
+    """Actors of their own (`edge-rl fleet`, as real boards) on an external Mosquitto: the
+    learner is killed with kill -9 and resumed; the same actor processes go on, take the
+    resumed learner's policies (new versions) and stop at its budget."""
+    run, url = tmp_path / "run", fresh_mosquitto.url
+    flags = [x for x in SHORT if x not in ("--fleet", "2", "--board", "rpi5")]
+    argv = [sys.executable, "-m", "edge_rl.cli", "learn", "--config",
+            "examples/cartpole_dqn.yaml", "--out", str(run), "--broker", url, "--fleet", "0",
+            *flags]  # fmt: skip
+    learner = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    fleet = None
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "signing.pub").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        fleet = subprocess.Popen(
+            [sys.executable, "-m", "edge_rl.cli", "fleet", "--broker", url, "--env",
+             "CartPole-v1", "-n", "2", "--board", "rpi5", "--run", "resume-cli",
+             "--policy-key", str(run / "signing.pub"), "--log-dir", str(tmp_path / "boards")],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and learner.poll() is None:
+            header = _header(run)
+            if header and header["env_steps"] >= 1_600 and header["policy_version"] >= 1:
+                break
+            time.sleep(0.2)
+        assert learner.poll() is None, learner.stderr.read().decode()[-3000:]
+        os.kill(learner.pid, signal.SIGKILL)
+        learner.wait(timeout=30)
+        time.sleep(1.0)
+        assert fleet.poll() is None  # the boards go on without their learner
+        versions = _versions(run)
+
+        resumed = cli("learn", "--resume", str(run), "--broker", url, "--json", timeout=280)
+        assert resumed.returncode == 0, resumed.stderr[-4000:]
+        summary = json.loads(resumed.stdout[resumed.stdout.index("{") :])
+        assert summary["env_steps"] == BUDGET
+        after = _versions(run)
+        assert after[: len(versions)] == versions and len(after) > len(versions)
+        assert all(b > a for a, b in zip(after, after[1:], strict=False)), after
+        assert fleet.wait(timeout=60) == 0  # stopped by the resumed learner's "stopped"
+        actors = summary["actors"]
+        assert set(actors) == {"sim-00", "sim-01"}
+        assert all(a["state"] == "stopped" for a in actors.values()), actors
+        # They ran the resumed learner's policies: versions past the killed learner's last.
+        assert all(a["policy_version"] > versions[-1] for a in actors.values()), actors
+    finally:
+        for proc in (learner, fleet):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()

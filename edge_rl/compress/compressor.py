@@ -194,6 +194,33 @@ class Compressor:
             "updates": self.step,
         }
 
+    # --- durable runs (edge_rl/nodes/durable.py) -----------------------------------------
+
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The masks and the circulant flag (arrays), and the schedule's and controller's
+        place (JSON-able); the kernels themselves are the network's, saved with it."""
+        arrays = {f"mask/{i}": m.numpy() for i, m in enumerate(self.constraint.masked.masks)}
+        arrays["circulant"] = np.asarray(self.constraint.circulant.numpy())
+        meta = {
+            "step": self.step, "ratio_sum": self._ratio_sum, "mask_updates": self.mask_updates,
+            "transition_step": self.transition_step, "transition_shift": self.transition_shift,
+            "decisions": self.decisions,
+            "controller": self.controller.state() if self.controller is not None else None,
+        }  # fmt: skip
+        return arrays, meta
+
+    def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        for i, mask in enumerate(self.constraint.masked.masks):
+            mask.assign(arrays[f"mask/{i}"])
+        self.constraint.circulant.assign(bool(arrays["circulant"]))
+        self.step, self._ratio_sum = int(meta["step"]), float(meta["ratio_sum"])
+        self.mask_updates, self.decisions = int(meta["mask_updates"]), list(meta["decisions"])
+        self.transition_step, self.transition_shift = meta["transition_step"], meta[
+            "transition_shift"]  # fmt: skip
+        if self.controller is not None:
+            self.controller.load_state(meta["controller"])
+        self._ratios = None
+
     # --- internals ------------------------------------------------------------------------
 
     def _init_circulant(self) -> None:

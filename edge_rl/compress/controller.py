@@ -103,6 +103,20 @@ class RewardAwareController:
         self._previous = decision
         return decision
 
+    def state(self) -> dict:
+        """JSON-able, for a checkpoint (edge_rl/nodes/durable.py)."""
+        p = self._previous
+        previous = None if p is None else [p.action.value, p.target_sparsity, p.window_mean,
+                                           p.best_mean, p.gap]  # fmt: skip
+        return {"target": self._target, "returns": list(self._returns), "best": self._best,
+                "previous": previous}  # fmt: skip
+
+    def load_state(self, state: dict) -> None:
+        self._target, self._best = state["target"], state["best"]
+        self._returns = list(state["returns"])
+        p = state["previous"]
+        self._previous = None if p is None else ControllerDecision(Action(p[0]), *p[1:])
+
     def _decide(self, mean: float) -> ControllerDecision:
         c, previous = self.config, self._previous
         if self._best is None:

@@ -76,7 +76,9 @@ class PolicyBroadcast:
     def continue_after_manifest(self, path: Path) -> None:
         """Versions go on past the run directory's last published policy, if any."""
         if path.exists():
-            version = int(json.loads(path.read_text()).get("policy_version", 0))
+            version = json.loads(path.read_text()).get("policy_version", 0)
+            if type(version) is not int or not 0 <= version < 2**53:  # never converted
+                raise ValueError(f"{path}: policy_version {version!r} is not an int in [0, 2^53)")
             with self._lock:
                 self.version = max(self.version, version)
 

@@ -46,12 +46,14 @@ def config_hash(cfg: RunConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def header_for(cfg: RunConfig) -> dict[str, Any]:
-    """What a checkpoint must agree on with the learner that loads it."""
+def header_for(cfg: RunConfig, run_id: str | None = None) -> dict[str, Any]:
+    """What a checkpoint must agree on with the learner that loads it; ``identity`` is who
+    the fleet knows the run as: its name and the run id of its start (protocol §5), which
+    a resumed learner keeps."""
     return {
         "format": FORMAT, "edge_rl_version": __version__, "algo": cfg.algo,
         "env_id": cfg.env_id, "run": cfg.run, "config_hash": config_hash(cfg),
-        "identity": {"run": cfg.run},  # who the fleet sees; the protocol's run id goes here
+        "identity": {"run": cfg.run, "run_id": run_id},
     }  # fmt: skip
 
 
@@ -130,6 +132,7 @@ class Checkpoint:
         for key, what in (
             ("format", "checkpoint format"), ("edge_rl_version", "edge-rl version"),
             ("algo", "algo"), ("env_id", "env_id"), ("config_hash", "config (hash)"),
+            ("identity", "identity (run, run id)"),
         ):  # fmt: skip
             if header.get(key) != mine[key]:
                 raise CheckpointError(

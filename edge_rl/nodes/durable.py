@@ -11,11 +11,11 @@ tf.random.Generator among its attributes, by name, so the next update after a re
 the one the run would have taken); the filled part of the replay buffer as it lies, and
 its rng; ingest's counters, sessions and sequence trackers; the broadcast's version,
 bytes and count, the last published policy and the selection's scored ones (bundles as
-sent, signed); exporter and publisher state; the run's wall time so far.
+sent, signed); exporter and publisher state; a compressor's masks, schedule and
+controller; the run's wall time so far.
 Not saved: the credit ledger (an actor that kept running gets credit again once what it
-sent to the killed learner is written off, after credit_timeout_s), codecarbon's
-measurement (each process measures its own part), and a compressor's state: a run with
-compression is not checkpointed (a clear error on --resume).
+sent to the killed learner is written off, after credit_timeout_s) and codecarbon's
+measurement (each process measures its own part).
 """
 
 from __future__ import annotations
@@ -105,11 +105,8 @@ def load_agent_arrays(agent: Any, arrays: dict[str, np.ndarray]) -> None:
 class Durable:
     def __init__(self, node: Any) -> None:
         self.node, cfg = node, node.cfg
-        self.checkpoint = Checkpoint(node.run_dir, header_for(cfg))
+        self.checkpoint = Checkpoint(node.run_dir, header_for(cfg, node.run_id))
         self.every_s, self.every_steps = cfg.checkpoint.every_s, cfg.checkpoint.every_env_steps
-        self.enabled = node.agent.compressor is None
-        if not self.enabled:
-            log.warning("compression is on: this run writes no checkpoint (not resumable)")
         self.saves, self.last_seconds = 0, 0.0
         self.resumed_from: int | None = None  # env steps of the checkpoint resumed from
         self.wall_before = 0.0  # wall time of the run before this process (resumed)
@@ -123,8 +120,6 @@ class Durable:
             self.save()
 
     def save(self, finished: bool = False) -> None:
-        if not self.enabled:
-            return
         node = self.node
         node.exporter.wait()  # no export in flight: broadcast and selection hold still
         t0 = time.perf_counter()  # what the main thread spends on it: copies and the write
@@ -132,9 +127,13 @@ class Durable:
             replay, replay_meta = node.replay.snapshot()
             ingest = node.ingest.state()
         state, blobs = self._state(replay_meta, ingest)
+        arrays = {"agent": agent_arrays(node.agent.agent), "replay": replay}
+        if node.agent.compressor is not None:
+            arrays["compressor"], state["compressor"] = node.agent.compressor.state()
+            state["episodes_seen"] = node.agent._episodes_seen
         self._last = (time.monotonic(), node.env_steps)
         self.checkpoint.save(
-            {"agent": agent_arrays(node.agent.agent), "replay": replay}, state, blobs,
+            arrays, state, blobs,
             env_steps=ingest["stats"]["transitions"], updates=node.agent.updates,
             policy_version=node.broadcast.version, wall_s=state["wall_s"], finished=finished,
         )  # fmt: skip
@@ -174,8 +173,6 @@ class Durable:
     def restore(self) -> dict[str, Any]:
         """Put the checkpoint back into the node's parts; its header."""
         node, cfg = self.node, self.node.cfg
-        if not self.enabled:
-            raise CheckpointError("a run with compression writes no checkpoint: cannot resume")
         saved = self.checkpoint.load()
         if saved.header.get("finished"):
             raise CheckpointError(
@@ -184,13 +181,12 @@ class Durable:
         s = saved.state
         load_agent_arrays(node.agent.agent, saved.arrays["agent"])
         node.agent.agent.updates = int(s["updates"])
+        if node.agent.compressor is not None:
+            node.agent.compressor.load_state(saved.arrays["compressor"], s["compressor"])
+            node.agent._episodes_seen = int(s["episodes_seen"])
         node.replay.restore(saved.arrays["replay"], s["replay"])
         restarted = set(fleet_ids(cfg.fleet.actors)) if cfg.fleet.actors else set()
         node.ingest.load_state(s["ingest"], restarted)
-        # Protocol v3: this learner is a new run start, which every actor joins counting from
-        # zero; credit compares that count with by_actor. Kept, it granted each actor what it
-        # had delivered before at once (+10,000 env steps in 1 s at 18,318 of 50,000).
-        node.ingest.stats.by_actor.clear()
         self._restore_policies(saved)
         node.exporter._last_updates = int(s["exporter_last_updates"])
         node.publisher.rng.bit_generator.state = s["publisher"]["rng"]
@@ -231,15 +227,29 @@ class Durable:
         sel.top = [(kept[v], score) for v, score in s["selection"]["top"]]
 
 
+def saved_run_id(run_dir: Any) -> str | None:
+    """The run id of the checkpoint in ``run_dir`` (its header's identity), or None."""
+    for name in ("checkpoint", "checkpoint.old"):
+        try:
+            header = json.loads((run_dir / name / "header.json").read_text())
+            return header["identity"].get("run_id")
+        except (OSError, ValueError, KeyError, AttributeError):
+            continue
+    return None
+
+
 def last_published(run_dir: Any) -> int:
     """The highest policy version in ``publishes.jsonl`` (0: none); a torn last line (a
-    kill -9 mid-write) is skipped."""
+    kill -9 mid-write) is skipped, and so is a version that is not an int in [1, 2^53):
+    absurd numbers are never converted (``int("1e400")``, ``int(1.5)``)."""
     path = run_dir / "publishes.jsonl"
     best = 0
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                best = max(best, int(json.loads(line)["policy_version"]))
+                v = json.loads(line)["policy_version"]
             except (ValueError, KeyError, TypeError):
                 continue
+            if type(v) is int and 1 <= v < 2**53:
+                best = max(best, v)
     return best

@@ -23,7 +23,7 @@ from edge_rl.config import RunConfig
 from edge_rl.edge.envs import env_spec
 from edge_rl.nodes.algos import make_algo
 from edge_rl.nodes.broadcast import PolicyBroadcast
-from edge_rl.nodes.durable import Durable, StopRequest
+from edge_rl.nodes.durable import Durable, StopRequest, saved_run_id
 from edge_rl.nodes.exporter import Exporter
 from edge_rl.nodes.fleet_control import FleetControl
 from edge_rl.nodes.inbox import Inbox
@@ -55,14 +55,15 @@ class LearnerNode:
         signer: Signer | None = None,
         fleet_alive: Callable[[], bool] | None = None,
         view: LiveView | None = None,
+        run_id: str | None = None,  # this start of the run (protocol §5); default: a new one
         stop: StopRequest | None = None,
         resume: bool = False,
-        run_id: str | None = None,  # this start of the run (protocol §5); default: a new one
     ) -> None:
         """``signer``: the policy signing key (default: run_dir/signing.key, made if missing).
-        ``stop``: set by a signal, ends the run early; ``resume``: from run_dir/checkpoint."""
+        ``stop``: set by a signal, ends the run early; ``resume``: from run_dir/checkpoint,
+        with the run id it had (its actors keep their place)."""
         self.cfg, self.run_dir, self.stop, self.resume = cfg, run_dir, stop or StopRequest(), resume
-        self.run_id = run_id or secrets.token_hex(8)
+        self.run_id = run_id or (resume and saved_run_id(run_dir)) or secrets.token_hex(8)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.signer = signer or Signer.load_or_create(run_dir / "signing.key")
         self.spec = env_spec(cfg.env_id)
@@ -82,7 +83,7 @@ class LearnerNode:
         self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
         rid, latest = self.run_id, lambda: self.broadcast.version
         self.ingest = Ingest.for_run(cfg, self.spec, self.replay, latest, rid)
-        ingest_lost = self.ingest.lost
+        ingest_lost = self.ingest.lost  # what the learner itself lost: written off at once
         self.inbox = Inbox(
             self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"], self._check_budget
         )
@@ -141,7 +142,8 @@ class LearnerNode:
         if not self.transport.wait_connected(15):
             self.transport.stop()
             raise ConnectionError(f"cannot reach the MQTT broker at {self.transport.url}")
-        self.broadcast.clear()  # an earlier run's retained policy is no one's to load
+        if not self.resume:  # an earlier run's retained policy is no one's to load
+            self.broadcast.clear()  # (resumed: its own, republished on connect)
         self.broadcast.continue_after_manifest(self.run_dir / "manifest.json")
         self.inbox.start()
         self.fleet.send("running", self.agent.updates)
@@ -173,7 +175,7 @@ class LearnerNode:
             self.inbox.stop(timeout=10)
             metrics.close()
         summary = write_summary(self.run_dir, record_of(self, evaluate=not self.stop.is_set()))
-        self.broadcast.clear(), self.fleet.clear()  # the run is over: nothing more to load
+        self.broadcast.clear(), self.fleet.clear()  # this process is done: nothing to load
         self.transport.stop()
         return summary
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from edge_rl.agents.td3.config import TD3Config
+from edge_rl.compress.config import CompressionConfig
 from edge_rl.nodes.checkpoint import Checkpoint, CheckpointError
 from edge_rl.nodes.durable import agent_arrays
 from edge_rl.nodes.learner_node import LearnerNode
@@ -31,8 +32,13 @@ def td3_config(run: str):
                                     batch_size=32))  # fmt: skip
 
 
-def node_with_data(cfg, run_dir) -> LearnerNode:
-    """A learner (not running) whose replay holds 500 transitions and that took 7 updates."""
+def gst_config(run: str):
+    """GST on the DQN: block-circulant for the first ~60 updates, then pruned every 10."""
+    return run_config(run, compression=CompressionConfig(method="gst", prune_every=10))
+
+
+def node_with_data(cfg, run_dir, updates: int = 7) -> LearnerNode:
+    """A learner (not running) whose replay holds 500 transitions and that took updates."""
     node = LearnerNode(cfg, MemoryBroker().connect, run_dir)
     rng = np.random.default_rng(5)
     spec, n = node.spec, 500
@@ -47,32 +53,43 @@ def node_with_data(cfg, run_dir) -> LearnerNode:
     node.ingest.stats.transitions = n
     node.ingest.stats.by_actor["pi-01"] = n  # a real board: counts from zero on resume too
     node.ingest.stats.by_actor["sim-00"] = 7  # the simulated fleet restarts with the learner
-    for _ in range(7):
+    for _ in range(updates):
         node.agent.update(node.replay)
     return node
 
 
-@pytest.mark.parametrize("make_cfg", [lambda: run_config("ck-dqn"), lambda: td3_config("ck-td3")],
-                         ids=["dqn", "td3"])  # fmt: skip
-def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, make_cfg):
+@pytest.mark.parametrize(
+    ("make_cfg", "updates"),
+    [(lambda: run_config("ck-dqn"), 7), (lambda: td3_config("ck-td3"), 7),
+     (lambda: gst_config("ck-gst"), 75)],
+    ids=["dqn", "td3", "dqn-gst-pruned"],
+)  # fmt: skip
+def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, make_cfg, updates):
     cfg = make_cfg()
     cfg = dataclasses.replace(cfg, fleet=dataclasses.replace(cfg.fleet, actors=1))
-    first = node_with_data(cfg, tmp_path / "run")
+    first = node_with_data(cfg, tmp_path / "run", updates)
+    if first.agent.compressor is not None:  # past GST's transition: masks in force
+        assert not first.agent.compressor.circulant and first.agent.compressor.mask_updates
     first.durable.save()
     assert (tmp_path / "run" / "checkpoint" / "header.json").exists()
     header = json.loads((tmp_path / "run" / "checkpoint" / "header.json").read_text())
-    assert header["env_steps"] == 500 and header["updates"] == 7 and header["identity"]
+    assert header["env_steps"] == 500 and header["updates"] == updates and header["identity"]
 
     second = LearnerNode(cfg, MemoryBroker().connect, tmp_path / "run", resume=True)
     second.durable.restore()
-    assert second.agent.updates == 7 and second.env_steps == 500 and len(second.replay) == 500
-    # A new run start (protocol v3): every actor, real boards too, counts from zero again.
-    assert second.ingest.stats.by_actor == {}
+    assert second.agent.updates == updates and second.env_steps == 500
+    assert len(second.replay) == 500
+    assert second.ingest.stats.by_actor == {"pi-01": 500}  # sim-00 is a new process now
     before = agent_arrays(first.agent.agent)
     for name, value in agent_arrays(second.agent.agent).items():
         np.testing.assert_array_equal(value, before[name], err_msg=name)
-    # The next updates: same minibatches (replay's rng), same optimiser slots and noise.
-    for _ in range(3):
+    if first.agent.compressor is not None:
+        a, b = first.agent.compressor, second.agent.compressor
+        assert (b.step, b.mask_updates, b.circulant) == (a.step, a.mask_updates, a.circulant)
+        assert b.summary() == a.summary()
+    # The next updates: same minibatches (replay's rng), same optimiser slots and noise,
+    # and for GST the same masks, re-imposed after each step (and the next prune, at 80).
+    for _ in range(6):
         a, b = first.agent.update(first.replay), second.agent.update(second.replay)
         assert a == b
     after = agent_arrays(first.agent.agent)
@@ -138,6 +155,7 @@ def test_an_interrupted_run_resumes_to_its_budget_and_versions_go_on(tmp_path):
     second, _, _, learner = run_in_memory(tmp_path, cfg, resume=True)
     assert second["interrupted"] is False and second["env_steps"] == 1_600
     assert second["resumed_from_env_steps"] == saved["env_steps"]
+    assert second["run_id"] == first["run_id"] == saved["identity"]["run_id"]  # protocol §5
     assert second["updates"] >= saved["updates"]
     versions = [json.loads(x)["policy_version"] for x in open(run / "publishes.jsonl")]
     assert versions[: len(versions_before)] == versions_before

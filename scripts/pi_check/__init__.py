@@ -1,0 +1,1 @@
+"""The emulated Raspberry Pi check (scripts/emulated-pi-check; main.py)."""
