@@ -128,7 +128,6 @@ def _new_run(config_path, out, sets, seed, n_fleet, board, signing_key, run_name
 
 
 def _learn_in(ctx, cfg, run_dir, resume, broker, embedded_broker, as_json, auth_opts, started):
-    from edge_rl.nodes.durable import StopRequest
     from edge_rl.telemetry.progress import CurrentStderrHandler, claim_terminal, result_lines
 
     auth = cfg.transport.auth.merged(auth_from_options(auth_opts, "learner"))
@@ -149,6 +148,8 @@ def _learn_in(ctx, cfg, run_dir, resume, broker, embedded_broker, as_json, auth_
     # checkpoint, tells the actors to stop and writes summary.json; then the fleet's
     # processes and the embedded broker are shut down (their own sessions: a terminal's
     # Ctrl-C reaches the learner only, which decides the order), not orphaned.
+    from edge_rl.nodes.durable import StopRequest  # (imports TensorFlow: after the claim)
+
     stop = StopRequest()
     stop.install()
     try:

@@ -9,6 +9,7 @@ line reaches the terminal.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -126,6 +127,10 @@ def test_ctrl_c_leaves_the_view_and_says_where_the_run_is(tmp_path, mosquitto_av
     assert status == 130, text
     assert term.most_headers == 1, f"{term.most_headers} headers on one screen:\n{term.worst}"
     assert len(_headers(term.screen.display)) == 1, text
-    assert f"interrupted: no summary; logs and metrics so far in {run}" in text
+    # The learner checkpointed and wrote its summary (issue 14): it says how to go on.
+    flat = "".join(text.split())  # (the line wraps at the terminal's width)
+    assert f"checkpointandsummary.jsonin{run};continuewith" in flat, text
+    assert f"edge-rllearn--resume{run}" in flat, text
     assert "Aborted!" not in text and "Traceback" not in text
-    assert not (run / "summary.json").exists() and (run / "metrics.csv").exists()
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+    assert (run / "checkpoint").is_dir() and (run / "metrics.csv").exists()
