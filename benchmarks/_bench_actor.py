@@ -42,7 +42,8 @@ class Rung:
     """One in-process rung of the ladder: a step function with state kept across slices."""
 
     def __init__(self, step: Callable[[], bool], close: Callable[[], None]) -> None:
-        self.step, self.close = step, close
+        self.step = step
+        self.close = close
 
     def run(self, seconds: float) -> tuple[int, int, float, float]:
         """Steps, episodes, wall s, CPU s of this thread, for ``seconds`` of stepping."""
@@ -62,11 +63,11 @@ def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
     """The in-process rungs, bottom up; each adds one thing the real actor does."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from edge_rl.edge.batching import Batcher
-    from edge_rl.edge.envs import make_env
-    from edge_rl.edge.exploration import epsilon_greedy
-    from edge_rl.edge.runtime import TFLitePolicy
-    from edge_rl.transport import codec
+    from edge_rl.actor.batching import Batcher
+    from edge_rl.actor.exploration import epsilon_greedy
+    from edge_rl.envs import make_env
+    from edge_rl.runtime.litert import TFLitePolicy
+    from edge_rl.wire.transitions import encode_transitions
 
     def policy_for(ex) -> TFLitePolicy:
         return TFLitePolicy(ex.tflite, num_threads=1)
@@ -117,7 +118,7 @@ def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
         env = make_env("CartPole-v1")
         rng = np.random.default_rng(SEED)
         batcher = Batcher("bench", 1, BATCH, 0.5)
-        encode = codec.encode_transitions
+        encode = encode_transitions
         state = [env.reset(seed=SEED)[0]]
 
         def step() -> bool:
@@ -148,8 +149,8 @@ def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
 def policy_payload(exported, run: str) -> bytes:
     """A real encoded policy bundle (version 1, zlib) for CartPole-v1."""
     from edge_rl.specs import EnvSpec
-    from edge_rl.transport import codec
     from edge_rl.types import PolicyBundle, PolicyManifest
+    from edge_rl.wire.policy import compress_model, encode_policy
 
     manifest = PolicyManifest(
         policy_version=1,
@@ -170,8 +171,8 @@ def policy_payload(exported, run: str) -> bytes:
         run_id=BENCH_RUN_ID,
         created_unix=time.time(),
     )
-    bundle = PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib"))
-    return codec.encode_policy(bundle, _signer())
+    bundle = PolicyBundle(manifest, compress_model(exported.tflite, "zlib"))
+    return encode_policy(bundle, _signer())
 
 
 def _signer():
@@ -179,7 +180,7 @@ def _signer():
     the learner's are, so the actor rung verifies them as a board does."""
     global _SIGNER
     if _SIGNER is None:
-        from edge_rl.transport.signing import Signer
+        from edge_rl.wire.signing import Signer
 
         _SIGNER = Signer.generate()
     return _SIGNER
@@ -199,8 +200,8 @@ class ActorRung:
     """
 
     def __init__(self, broker, exported) -> None:
-        from edge_rl.edge.board import BoardConfig, Emulation
-        from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+        from edge_rl.actor.node import ActorNode, ActorOptions
+        from edge_rl.boards import BoardConfig, Emulation
 
         run = f"bench-{uuid.uuid4().hex[:8]}"
         board = BoardConfig(board="bench-host", emulation=Emulation(compute_slowdown=1.0))
@@ -210,9 +211,13 @@ class ActorRung:
         key = Path(tempfile.mkdtemp(prefix="edge-rl-bench-")) / "learner.pub"
         _signer().write_public(key)
         opts = ActorOptions(
-            actor_id="bench-00", env="CartPole-v1", broker=broker.url, run=run, seed=SEED,
+            actor_id="bench-00",
+            env="CartPole-v1",
+            broker=broker.url,
+            run=run,
+            seed=SEED,
             policy_key=str(key),
-        )  # fmt: skip
+        )
         self.node = node = ActorNode(board, opts)
         self.learner = _publish_policy_and_control(broker.url, run, exported, node.session)
         self.publish_ns = [0, 0]  # time inside MqttTransport.publish, calls
@@ -288,10 +293,10 @@ def _publish_policy_and_control(url: str, run: str, exported, session: int):
     credit grant to the actor's process (``session``) of 10^12 steps: no practical limit.
     Returns the (started) transport; stop it when done.
     """
-    from edge_rl.transport import codec
     from edge_rl.transport.mqtt import MqttTransport
-    from edge_rl.transport.topics import Topics
     from edge_rl.types import ControlMessage, CreditGrant
+    from edge_rl.wire.messages import encode_control, encode_credit
+    from edge_rl.wire.topics import Topics
 
     topics = Topics("edge-rl", run)
     learner = MqttTransport(url, client_id=f"bench-learner-{run}")
@@ -299,9 +304,9 @@ def _publish_policy_and_control(url: str, run: str, exported, session: int):
     if not learner.wait_connected(10):
         raise RuntimeError(f"no broker at {url}")
     ok = learner.publish(topics.policy, policy_payload(exported, run), retain=True, wait=5)
-    control = codec.encode_control(ControlMessage("running", BENCH_RUN_ID))
+    control = encode_control(ControlMessage("running", BENCH_RUN_ID))
     ok = ok and learner.publish(topics.control, control, retain=True, wait=5)
-    grant = codec.encode_credit(CreditGrant(BENCH_RUN_ID, session, 10**12))
+    grant = encode_credit(CreditGrant(BENCH_RUN_ID, session, 10**12))
     ok = ok and learner.publish(topics.credit("bench-00"), grant, retain=True, wait=5)
     if not ok:
         learner.stop()

@@ -4,7 +4,7 @@
 
 A separate publisher process (multiprocessing "spawn") sends N encoded batches at QoS 1;
 this process subscribes, hands payloads to a bounded queue, and an ingest thread runs
-``Ingest.handle`` into a ``ReplayBuffer``, as ``edge_rl.nodes.learner_node`` does.
+``Ingest.handle`` into a ``ReplayBuffer``, as ``edge_rl.learner.node`` does.
 
 numpy only at import time: the publisher child imports this module to find its target.
 """
@@ -42,8 +42,8 @@ def make_spec(kind: str):
 
 def make_payloads(kind: str, n: int, actor_id: str, session: int, seed: int) -> list[bytes]:
     """``n`` encoded batches of ``BATCH`` transitions (seq 0..n-1, policy version 0)."""
-    from edge_rl.transport.codec import encode_transitions
     from edge_rl.types import TransitionBatch
+    from edge_rl.wire.transitions import encode_transitions
 
     spec = make_spec(kind)
     rng = np.random.default_rng(seed)
@@ -72,15 +72,16 @@ def _publisher_main(url, topic, kind, n, seed, ready, go, results) -> None:
     try:
         import paho.mqtt.client as mqtt
 
-        from edge_rl.transport.broker import parse_broker_url
+        from edge_rl.transport.address import parse_broker_url
 
         actor_id = topic.split("/")[-2]
         payloads = make_payloads(kind, n, actor_id, session=12345, seed=seed)
         host, port = parse_broker_url(url)
         client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2, client_id=f"bench-pub-{os.getpid()}",
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=f"bench-pub-{os.getpid()}",
             protocol=mqtt.MQTTv311,
-        )  # fmt: skip
+        )
         connected = threading.Event()
         client.on_connect = lambda *a: connected.set()
         client.connect(host, port)
@@ -115,10 +116,10 @@ def _publisher_main(url, topic, kind, n, seed, ready, go, results) -> None:
 
 def ingest_over_mqtt(broker_url: str, broker_pid: int | None, kind: str, n: int) -> dict:
     """One run: a publisher process sends ``n`` batches; this process ingests them."""
-    from edge_rl.replay.buffer import ReplayBuffer
-    from edge_rl.replay.ingest import Ingest
+    from edge_rl.learner.ingest.pipeline import Ingest
+    from edge_rl.learner.replay import ReplayBuffer
     from edge_rl.transport.mqtt import MqttTransport
-    from edge_rl.transport.topics import Topics
+    from edge_rl.wire.topics import Topics
 
     spec = make_spec(kind)
     topics = Topics("edge-rl", f"bench-{uuid.uuid4().hex[:8]}")
@@ -214,10 +215,10 @@ def ingest_over_mqtt(broker_url: str, broker_pid: int | None, kind: str, n: int)
 
 def ingest_in_process(kind: str, n: int, repeats: int) -> dict[str, dict[str, float]]:
     """Per batch without MQTT: decode, decode + validate, full ``Ingest.handle`` (µs)."""
-    from edge_rl.replay.buffer import ReplayBuffer
-    from edge_rl.replay.ingest import Ingest
-    from edge_rl.transport.codec import decode_transitions
-    from edge_rl.transport.topics import Topics
+    from edge_rl.learner.ingest.pipeline import Ingest
+    from edge_rl.learner.replay import ReplayBuffer
+    from edge_rl.wire.topics import Topics
+    from edge_rl.wire.transitions import decode_transitions
 
     spec = make_spec(kind)
     topics = Topics("edge-rl", "bench-inproc")

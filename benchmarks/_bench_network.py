@@ -23,7 +23,7 @@ def build_models(quick: bool) -> dict[str, dict[str, Any]]:
     """Export every net at every precision; calibration: random normal observations."""
     from edge_rl.agents.dqn.networks import make_q_network
     from edge_rl.export.tflite import export_policy
-    from edge_rl.transport.codec import compress_model
+    from edge_rl.wire.policy import compress_model
 
     rng = np.random.default_rng(SEED)
     n_cal = 200 if quick else 1000
@@ -98,7 +98,7 @@ def _timer_overhead_ns(k: int = 20_000) -> float:
 def bench_network(models: dict[str, dict[str, Any]], quick: bool) -> dict[str, Any]:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from edge_rl.edge.runtime import TFLitePolicy
+    from edge_rl.runtime.litert import TFLitePolicy
 
     rounds, k = (8, 400) if quick else (30, 1000)
     rng = np.random.default_rng(SEED + 1)

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_rl.fleet.fleet import Fleet
-from edge_rl.transport.broker import EmbeddedBroker
-from edge_rl.transport.topics import Topics
+from edge_rl.broker.embedded import EmbeddedBroker
+from edge_rl.sim.fleet import Fleet
+from edge_rl.wire.topics import Topics
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
@@ -160,30 +160,32 @@ def spool_overflow(h: Harness, down_s: float = 15.0) -> None:
 
 def _first_grant(h: Harness, timeout: float) -> bool:
     """Until the learner has granted some actor credit (its retained credit topic)."""
-    from edge_rl.transport import codec
+    from edge_rl.wire.messages import decode_credit
 
     base = Topics(root="edge-rl", run=RUN).base
-    return _watch(h, f"{base}/actors/+/credit", lambda p: codec.decode_credit(p).credit > 0,
-                  timeout) is not None  # fmt: skip
+    return (
+        _watch(h, f"{base}/actors/+/credit", lambda p: decode_credit(p).credit > 0, timeout)
+        is not None
+    )
 
 
 def _run_id(h: Harness, timeout: float = 30) -> str:
     """This start of the run, from the learner's retained control message (protocol v3)."""
-    from edge_rl.transport import codec
+    from edge_rl.wire.messages import decode_control
 
     control = Topics(root="edge-rl", run=RUN).control
-    got = _watch(h, control, lambda p: codec.decode_control(p).run_id, timeout)
+    got = _watch(h, control, lambda p: decode_control(p).run_id, timeout)
     if got is None:
         raise RuntimeError("no control message with a run id")
-    return codec.decode_control(got).run_id
+    return decode_control(got).run_id
 
 
 def _watch(h: Harness, topic: str, accept: Callable[[bytes], Any], timeout: float):
     """The first payload on ``topic`` that ``accept`` takes (truthy), or None (bounded)."""
     import queue
 
-    from edge_rl.transport import codec
     from edge_rl.transport.mqtt import MqttTransport
+    from edge_rl.wire.envelope import CodecError
 
     seen: queue.Queue[bytes] = queue.Queue()
 
@@ -191,11 +193,12 @@ def _watch(h: Harness, topic: str, accept: Callable[[bytes], Any], timeout: floa
         try:
             if accept(payload):
                 seen.put(payload)
-        except codec.CodecError:  # e.g. an empty retained payload: cleared
+        except CodecError:  # e.g. an empty retained payload: cleared
             pass
 
-    t = MqttTransport(h.broker.url, "fault-watch", subscriptions=[(topic, 1)],
-                      on_message=on_message)  # fmt: skip
+    t = MqttTransport(
+        h.broker.url, "fault-watch", subscriptions=[(topic, 1)], on_message=on_message
+    )
     t.start()
     try:
         return seen.get(timeout=timeout)
@@ -207,28 +210,29 @@ def _watch(h: Harness, topic: str, accept: Callable[[bytes], Any], timeout: floa
 
 def bad_batches(h: Harness) -> None:
     """A bad client publishes malformed batches under a real actor's id (no ACL here)."""
-    from edge_rl.transport import codec
+    from edge_rl.wire.transitions import encode_transitions, peek_count
 
     if not h.at(0.4):
         return
     victim = h.fleet.actor_ids()[1]
     nan = _batch(victim, _run_id(h), n=64, reward=float("nan"))
-    payloads = [b"\x00garbage", codec.encode_transitions(nan)[:-40], codec.encode_transitions(nan)]
-    h.notes["forged_transitions"] = sum(codec.peek_count(p) for p in payloads)
+    payloads = [b"\x00garbage", encode_transitions(nan)[:-40], encode_transitions(nan)]
+    h.notes["forged_transitions"] = sum(peek_count(p) for p in payloads)
     _publish(h, Topics(root="edge-rl", run=RUN).transitions(victim), payloads)
     h.log(f"{len(payloads)} malformed batches published as {victim}")
 
 
 def unknown_actor(h: Harness) -> None:
     """One valid batch from an actor id that never announced itself."""
-    from edge_rl.transport import codec
+    from edge_rl.wire.transitions import encode_transitions
 
     if not h.at(0.4):
         return
     batch = _batch("ghost-00", _run_id(h), n=64)
     h.notes["foreign_sent"] = len(batch)
-    _publish(h, Topics(root="edge-rl", run=RUN).transitions("ghost-00"),
-             [codec.encode_transitions(batch)])  # fmt: skip
+    _publish(
+        h, Topics(root="edge-rl", run=RUN).transitions("ghost-00"), [encode_transitions(batch)]
+    )
     h.log("one valid batch of 64 published as unknown actor ghost-00")
 
 
@@ -237,10 +241,25 @@ def same_id(h: Harness) -> None:
     if not h.at(0.3):
         return
     cmd = [
-        sys.executable, "-m", "edge_rl.cli", "actor", "--board", str(h.board),
-        "--broker", h.broker.url, "--env", ENV, "--id", h.fleet.actor_ids()[1], "--run", RUN,
-        "--policy-key", str(h.public_key), "--seed", "77",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "actor",
+        "--board",
+        str(h.board),
+        "--broker",
+        h.broker.url,
+        "--env",
+        ENV,
+        "--id",
+        h.fleet.actor_ids()[1],
+        "--run",
+        RUN,
+        "--policy-key",
+        str(h.public_key),
+        "--seed",
+        "77",
+    ]
     out = open(h.fleet.log_dir / "duplicate-sim-01.log", "w")  # noqa: SIM115
     h.extra.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT))
     h.log(f"second actor with id {h.fleet.actor_ids()[1]} started (pid {h.extra[-1].pid})")
@@ -260,8 +279,16 @@ def learner_kill_resume(h: Harness) -> None:
 
 def resume_argv(h: Harness) -> list[str]:
     """``edge-rl learn --resume RUN_DIR`` against the same broker (branch wt-resume)."""
-    return [sys.executable, "-m", "edge_rl.cli", "learn", "--resume", str(h.run_dir),
-            "--broker", h.broker.url]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--resume",
+        str(h.run_dir),
+        "--broker",
+        h.broker.url,
+    ]
 
 
 def _batch(actor_id: str, run_id: str, n: int, reward: float = 1.0):
@@ -272,10 +299,18 @@ def _batch(actor_id: str, run_id: str, n: int, reward: float = 1.0):
     rng = np.random.default_rng(0)
     obs = rng.uniform(-0.05, 0.05, (n, 4)).astype(np.float32)
     return TransitionBatch(
-        actor_id=actor_id, session=12345, seq=0, policy_version=0, obs=obs,
-        action=rng.integers(0, 2, n), reward=np.full(n, reward, np.float32), next_obs=obs,
-        terminated=np.zeros(n, bool), truncated=np.zeros(n, bool), run_id=run_id,
-    )  # fmt: skip
+        actor_id=actor_id,
+        session=12345,
+        seq=0,
+        policy_version=0,
+        obs=obs,
+        action=rng.integers(0, 2, n),
+        reward=np.full(n, reward, np.float32),
+        next_obs=obs,
+        terminated=np.zeros(n, bool),
+        truncated=np.zeros(n, bool),
+        run_id=run_id,
+    )
 
 
 def _publish(h: Harness, topic: str, payloads: list[bytes]) -> None:
@@ -308,13 +343,21 @@ FAULTS = {
         Fault("broker_restart", "broker kill -9 ×3, back after 5 s", broker_restarts),
         Fault("actor_kill", "one actor kill -9 (no restart)", actor_kill),
         Fault("actor_sigstop", "one actor SIGSTOP 30 s, SIGCONT", actor_sigstop),
-        Fault("spool_overflow", "spool overflow (1 KB spool, broker down 15 s)", spool_overflow,
-              board={"spool_limit_bytes": 1000, "emulation": {"compute_slowdown": 100.0}}),
-        Fault("ingest_drop", "ingest-queue drop (transport.ingest_queue=2)", no_fault,
-              sets=("transport.ingest_queue=2",)),
+        Fault(
+            "spool_overflow",
+            "spool overflow (1 KB spool, broker down 15 s)",
+            spool_overflow,
+            board={"spool_limit_bytes": 1000, "emulation": {"compute_slowdown": 100.0}},
+        ),
+        Fault(
+            "ingest_drop",
+            "ingest-queue drop (transport.ingest_queue=2)",
+            no_fault,
+            sets=("transport.ingest_queue=2",),
+        ),
         Fault("rejected_batch", "3 malformed batches under a real actor's id", bad_batches),
         Fault("unknown_actor", "one valid batch from an unknown actor id", unknown_actor),
         Fault("same_id", "two actors with the same id", same_id),
         Fault("learner_resume", "learner kill -9 at 40 %, --resume", learner_kill_resume),
     )
-}  # fmt: skip
+}

@@ -22,9 +22,12 @@ def make_torch_td3(obs_dim: int, act_dim: int, hidden: int = 256, seed: int = 0)
 
     def mlp(n_in: int, n_out: int) -> nn.Sequential:
         return nn.Sequential(
-            nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(n_in, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
             nn.Linear(hidden, n_out),
-        )  # fmt: skip
+        )
 
     actor, actor_t = mlp(obs_dim, act_dim), mlp(obs_dim, act_dim)
     q1, q1_t, q2, q2_t = (mlp(obs_dim + act_dim, 1) for _ in range(4))

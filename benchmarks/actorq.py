@@ -51,21 +51,46 @@ BYTES_PER_WEIGHT = {"int8": 1, "fp16": 2, "fp32": 4}
 # 10 %, fp32 8 %); a model whose estimate is past a limit even after 15 % off is refused.
 ZLIB_BEST = 0.85
 QUICK = [
-    "--fleet", "2",
-    "--set", "total_env_steps=3000", "--set", "learning_starts=500",
-    "--set", "replay_capacity=10000", "--set", "export.every_updates=100",
+    "--fleet",
+    "2",
+    "--set",
+    "total_env_steps=3000",
+    "--set",
+    "learning_starts=500",
+    "--set",
+    "replay_capacity=10000",
+    "--set",
+    "export.every_updates=100",
     # The fleet waits for the learner: without it, actors can reach the budget before the
     # first policy is out, and the actor columns would have no model step to report.
-    "--set", "max_lag_transitions=250",
-    "--set", "select_every=0", "--set", "eval_episodes=3",
-    "--set", "export.calibration_size=100", "--set", "export.parity_size=100",
-]  # fmt: skip
+    "--set",
+    "max_lag_transitions=250",
+    "--set",
+    "select_every=0",
+    "--set",
+    "eval_episodes=3",
+    "--set",
+    "export.calibration_size=100",
+    "--set",
+    "export.parity_size=100",
+]
 QUICK_NETS = {  # tiny networks, and parity gates that always pass (tests/conftest.py)
     "dqn": ["--set", "dqn.hidden=[64, 64]", "--set", "export.min_greedy_agreement=0"],
-    "td3": ["--set", "td3.actor_hidden=[64, 64]", "--set", "td3.critic_hidden=[64, 64]",
-            "--set", "td3.batch_size=64", "--set", "td3.updates_per_call=1",
-            "--set", "export.max_action_error=2", "--set", "export.mean_action_error=2"],
-}  # fmt: skip
+    "td3": [
+        "--set",
+        "td3.actor_hidden=[64, 64]",
+        "--set",
+        "td3.critic_hidden=[64, 64]",
+        "--set",
+        "td3.batch_size=64",
+        "--set",
+        "td3.updates_per_call=1",
+        "--set",
+        "export.max_action_error=2",
+        "--set",
+        "export.mean_action_error=2",
+    ],
+}
 
 
 # --- running the arms -------------------------------------------------------------------
@@ -96,7 +121,7 @@ def run_seed(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Path]:
 
 def policy_weights(cfg: Any) -> int:
     """Weights and biases of the deployed network (a Dense stack) from the config's sizes."""
-    from edge_rl.edge.envs import make_env
+    from edge_rl.envs import make_env
     from edge_rl.specs import EnvSpec
 
     env = make_env(cfg.env_id)
@@ -112,8 +137,8 @@ def policy_weights(cfg: Any) -> int:
 
 def size_problems(args: argparse.Namespace, algo: str) -> list[str]:
     """Arms whose model is sure to exceed the MQTT packet limit or the board's limit."""
+    from edge_rl.boards import board_file, load_board
     from edge_rl.config import load_run_config
-    from edge_rl.edge.board import board_file, load_board
 
     problems = []
     for p in args.precisions:
@@ -236,28 +261,31 @@ def _rate(steps: dict[str, int], actors: dict[str, dict], busy: bool) -> float |
 # --- the table ---------------------------------------------------------------------------
 
 HEADERS = [
-    "arm", "seed",
-    "time to R (s)",          # learner wall s at the first recent_return >= R (metrics.csv)
-    "env steps at R",         # env steps received by then
-    "speed-up vs fp32",       # fp32's time to R / this arm's (same seed)
+    "arm",
+    "seed",
+    "time to R (s)",  # learner wall s at the first recent_return >= R (metrics.csv)
+    "env steps at R",  # env steps received by then
+    "speed-up vs fp32",  # fp32's time to R / this arm's (same seed)
     "greedy: time to R (s)",  # wall s when the first policy scoring >= R was published
-    "greedy: env steps at R", # (selection score: greedy episodes on the host, LiteRT)
-    "greedy: speed-up",       # fp32's greedy time to R / this arm's
-    "final return",           # mean ± std of the deployed model's greedy eval (summary)
-    "actor steps/s",          # per actor: env steps / its loop's wall; mean over actors
-    "busy steps/s",           # the same over wall - idle: the actor's own speed
-    "actor idle %",           # fleet idle / fleet wall: waiting for credit, the broker
-    "inference µs/step",      # fleet inference s / env steps acted by a model (host clock)
-    "model load ms",          # fleet model_load s / (publishes loaded x actors)
-    "receive ms",             # fleet policy_receive s (decode, zlib, sha256) / the same
+    "greedy: env steps at R",  # (selection score: greedy episodes on the host, LiteRT)
+    "greedy: speed-up",  # fp32's greedy time to R / this arm's
+    "final return",  # mean ± std of the deployed model's greedy eval (summary)
+    "actor steps/s",  # per actor: env steps / its loop's wall; mean over actors
+    "busy steps/s",  # the same over wall - idle: the actor's own speed
+    "actor idle %",  # fleet idle / fleet wall: waiting for credit, the broker
+    "inference µs/step",  # fleet inference s / env steps acted by a model (host clock)
+    "model load ms",  # fleet model_load s / (publishes loaded x actors)
+    "receive ms",  # fleet policy_receive s (decode, zlib, sha256) / the same
     "publishes",
-    "final payload KB",       # the last bundle on the wire
-    "KB/publish",             # policy_bytes_total / publishes
-    "learner Wh", "fleet Wh", # summary energy: codecarbon (host), power model (boards)
-    "CO2 g",                  # learner + fleet kg CO2e, in g
-    "CO2 ratio vs fp32",      # fp32's CO2 / this arm's: > 1 is a saving
-    "exports failed", "wall s",
-]  # fmt: skip
+    "final payload KB",  # the last bundle on the wire
+    "KB/publish",  # policy_bytes_total / publishes
+    "learner Wh",
+    "fleet Wh",  # summary energy: codecarbon (host), power model (boards)
+    "CO2 g",  # learner + fleet kg CO2e, in g
+    "CO2 ratio vs fp32",  # fp32's CO2 / this arm's: > 1 is a saving
+    "exports failed",
+    "wall s",
+]
 
 
 def _num(x: float | None, fmt: str, missing: str = "-") -> str:
@@ -272,7 +300,8 @@ def row(f: dict[str, Any], ref: dict[str, Any] | None) -> list[str]:
     ref = ref or {}
     ret = f["final_return"]
     return [
-        f["precision"], str(f["seed"]),
+        f["precision"],
+        str(f["seed"]),
         _num(f["time_to_threshold_s"], ".1f", "not reached"),
         _num(f["env_steps_at_threshold"], "d", "-"),
         _ratio(ref.get("time_to_threshold_s"), f["time_to_threshold_s"]),
@@ -293,8 +322,9 @@ def row(f: dict[str, Any], ref: dict[str, Any] | None) -> list[str]:
         _num(f["fleet_kwh"] and f["fleet_kwh"] * 1e3, ".4g"),
         _num(f["kg_co2e"] and f["kg_co2e"] * 1e3, ".4g"),
         _ratio(ref.get("kg_co2e"), f["kg_co2e"]),
-        str(f["exports_failed"]), f"{f['wall_s']:.0f}",
-    ]  # fmt: skip
+        str(f["exports_failed"]),
+        f"{f['wall_s']:.0f}",
+    ]
 
 
 def table(all_dirs: list[dict[str, Path]], threshold: float) -> tuple[str, list[dict]]:
@@ -311,9 +341,14 @@ def main() -> None:
     p.add_argument("--config", type=Path, required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
-    p.add_argument("--threshold", type=float, default=None,
-                   help="return R for 'time to R' (default by env: " +
-                   ", ".join(f"{k} {v:g}" for k, v in THRESHOLDS.items()) + ")")  # fmt: skip
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="return R for 'time to R' (default by env: "
+        + ", ".join(f"{k} {v:g}" for k, v in THRESHOLDS.items())
+        + ")",
+    )
     p.add_argument("--out", type=Path, default=None, help="default runs/actorq-<config stem>")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--quick", action="store_true", help="tiny budget smoke run (~2 min)")

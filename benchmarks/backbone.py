@@ -17,7 +17,7 @@ Everything that is compared runs side by side in one process and one run, so tha
    ``ActorNode`` against a real Mosquitto (policy and control delivered on their topics).
 3. Learner ingest from a real Mosquitto: a separate publisher process sends N encoded
    batches; a subscriber hands them to a bounded queue and a thread runs ``Ingest.handle``
-   into a ``ReplayBuffer`` (as ``edge_rl.nodes.learner_node`` does). Also the in-process
+   into a ``ReplayBuffer`` (as ``edge_rl.learner.node`` does). Also the in-process
    decode / validate / add cost per batch, without MQTT.
 
 Loopback only (127.0.0.1, a Mosquitto of its own on a free port); every loop is bounded in
@@ -70,7 +70,7 @@ def header(quick: bool) -> dict[str, Any]:
             cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    from edge_rl.transport.broker import find_mosquitto
+    from edge_rl.broker.executables import find_mosquitto
 
     mosq = find_mosquitto()
     mosq_version = "-"
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     sections = {s.strip() for s in args.sections.split(",")}
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
-    from edge_rl.transport.broker import EmbeddedBroker
+    from edge_rl.broker.embedded import EmbeddedBroker
 
     t_start = time.perf_counter()
     results: dict[str, Any] = {"machine": header(args.quick)}

@@ -42,9 +42,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table  # noqa: E402
-from edge_rl.edge.board import board_file  # noqa: E402
-from edge_rl.transport.broker import EmbeddedBroker  # noqa: E402
-from edge_rl.transport.executables import die_with_parent  # noqa: E402
+from edge_rl.boards import board_file  # noqa: E402
+from edge_rl.broker.embedded import EmbeddedBroker  # noqa: E402
+from edge_rl.broker.executables import die_with_parent  # noqa: E402
 
 ARMS = ("rpi4", "no emulation", "rpi4 --emulate")
 # The example's networks (256-256) and export cadence; no model selection, a short eval.
@@ -55,14 +55,45 @@ def one_run(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> d
     cli = [sys.executable, "-m", "edge_rl.cli"]
     out = work / f"run-{time.monotonic_ns()}"
     with EmbeddedBroker(kind="mosquitto", log_dir=work) as broker:
-        learn = [*cli, "learn", "--config", str(ROOT / "examples" / "cartpole_dqn.yaml"),
-                 "--fleet", "0", "--broker", broker.url, "--out", str(out), "--run", "speed",
-                 "--signing-key", str(key), "--set", f"total_env_steps={steps}",
-                 *(a for s in LEARN_SETS for a in ("--set", s))]  # fmt: skip
+        learn = [
+            *cli,
+            "learn",
+            "--config",
+            str(ROOT / "examples" / "cartpole_dqn.yaml"),
+            "--fleet",
+            "0",
+            "--broker",
+            broker.url,
+            "--out",
+            str(out),
+            "--run",
+            "speed",
+            "--signing-key",
+            str(key),
+            "--set",
+            f"total_env_steps={steps}",
+            *(a for s in LEARN_SETS for a in ("--set", s)),
+        ]
         board = str(plain_board) if arm == "no emulation" else "rpi4"
-        actor = [*cli, "actor", "--board", board, "--broker", broker.url, "--env", "CartPole-v1",
-                 "--id", "pi-01", "--run", "speed", "--policy-key", str(key.with_suffix(".pub")),
-                 "--seed", "1", *(["--emulate"] if arm.endswith("--emulate") else [])]  # fmt: skip
+        actor = [
+            *cli,
+            "actor",
+            "--board",
+            board,
+            "--broker",
+            broker.url,
+            "--env",
+            "CartPole-v1",
+            "--id",
+            "pi-01",
+            "--run",
+            "speed",
+            "--policy-key",
+            str(key.with_suffix(".pub")),
+            "--seed",
+            "1",
+            *(["--emulate"] if arm.endswith("--emulate") else []),
+        ]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         with open(work / "learn.log", "ab") as log_l, open(work / "actor.log", "ab") as log_a:
             # Children die with this script (setpriv --pdeathsig): none is left behind.
@@ -98,27 +129,46 @@ def alone(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> dic
     """The actor with no learner: it steps as fast as it can, ``steps`` of them."""
     import paho.mqtt.client as mqtt
 
-    from edge_rl.transport import codec
-    from edge_rl.transport.topics import Topics
     from edge_rl.types import ControlMessage, CreditGrant
+    from edge_rl.wire.messages import decode_status, encode_control, encode_credit
+    from edge_rl.wire.topics import Topics
 
     topics = Topics("edge-rl", f"alone-{time.monotonic_ns()}")
     board = str(plain_board) if arm == "no emulation" else "rpi4"
     got: list = []
     with EmbeddedBroker(kind="mosquitto", log_dir=work) as broker:
         client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
-        client.on_message = lambda _c, _u, m: got.append(codec.decode_status(m.payload))
+        client.on_message = lambda _c, _u, m: got.append(decode_status(m.payload))
         client.connect(broker.host, broker.port)
         client.loop_start()
         try:
             client.subscribe(topics.status("pi-01"), qos=1)
-            actor = [sys.executable, "-m", "edge_rl.cli", "actor", "--board", board,
-                     "--broker", broker.url, "--env", "CartPole-v1", "--id", "pi-01",
-                     "--run", topics.run, "--policy-key", str(key.with_suffix(".pub")),
-                     "--seed", "1", "--max-env-steps", str(steps),
-                     *(["--emulate"] if arm.endswith("--emulate") else [])]  # fmt: skip
-            proc = subprocess.Popen(die_with_parent(actor), stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)  # fmt: skip
+            actor = [
+                sys.executable,
+                "-m",
+                "edge_rl.cli",
+                "actor",
+                "--board",
+                board,
+                "--broker",
+                broker.url,
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "pi-01",
+                "--run",
+                topics.run,
+                "--policy-key",
+                str(key.with_suffix(".pub")),
+                "--seed",
+                "1",
+                "--max-env-steps",
+                str(steps),
+                *(["--emulate"] if arm.endswith("--emulate") else []),
+            ]
+            proc = subprocess.Popen(
+                die_with_parent(actor), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             try:
                 # Be the learner (protocol v3): a run start, and unlimited credit for the
                 # session the actor's first status names.
@@ -128,8 +178,8 @@ def alone(arm: str, steps: int, work: Path, key: Path, plain_board: Path) -> dic
                         raise RuntimeError(f"{arm}: the actor never reported (see {work})")
                     time.sleep(0.02)
                 session = next(s.session for s in got if s.session)
-                control = codec.encode_control(ControlMessage("running", "bench"))
-                grant = codec.encode_credit(CreditGrant("bench", session, 10**9))
+                control = encode_control(ControlMessage("running", "bench"))
+                grant = encode_credit(CreditGrant("bench", session, 10**9))
                 for topic, payload in ((topics.control, control), (topics.credit("pi-01"), grant)):
                     client.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
                 proc.wait(timeout=600)
@@ -158,8 +208,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="board-speed-") as tmp:
         work = Path(tmp)
         key = work / "learner.key"
-        subprocess.run([sys.executable, "-m", "edge_rl.cli", "keygen", str(key)], check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "edge_rl.cli", "keygen", str(key)],
+            check=True,
+            capture_output=True,
+        )
         plain = yaml.safe_load(board_file("rpi4").read_text())
         plain.pop("emulation")
         plain_board = work / "rpi4-plain.yaml"
@@ -169,8 +222,11 @@ def main() -> None:
             for arm in ARMS[r % 3 :] + ARMS[: r % 3]:
                 res = one_run(arm, args.steps, work, key, plain_board)
                 results[arm].append(res)
-                print(f"round {r + 1} {arm}: actor {res['actor_s']:.1f} s, "
-                      f"emulation {res['emulation_s']:.1f} s", flush=True)  # fmt: skip
+                print(
+                    f"round {r + 1} {arm}: actor {res['actor_s']:.1f} s, "
+                    f"emulation {res['emulation_s']:.1f} s",
+                    flush=True,
+                )
         solo: dict[str, list[dict]] = {a: [] for a in ARMS}
         for r in range(args.alone_rounds):
             for arm in ARMS[r % 3 :] + ARMS[: r % 3]:
@@ -180,8 +236,14 @@ def main() -> None:
         rows = []
         for arm, rs in solo.items():
             col = _columns(rs)
-            rows.append([arm, col("loop_s", "{:.2f}"), col("emulation_s", "{:.2f}"),
-                         col("steps_per_s", "{:,.0f}")])  # fmt: skip
+            rows.append(
+                [
+                    arm,
+                    col("loop_s", "{:.2f}"),
+                    col("emulation_s", "{:.2f}"),
+                    col("steps_per_s", "{:,.0f}"),
+                ]
+            )
         print(f"\nthe actor alone, {args.steps} env steps, {args.alone_rounds} rounds\n")
         print(md_table(["actor's board", "loop s", "of which emulation s", "steps/s"], rows))
     if not args.rounds:
@@ -189,12 +251,33 @@ def main() -> None:
     rows = []
     for arm, rs in results.items():
         col = _columns(rs)
-        rows.append([arm, col("learner_s"), col("busy_s", "{:.2f}"), col("emulation_s", "{:.2f}"),
-                     col("busy_steps_per_s", "{:,.0f}"), col("fleet_kwh", "{:.2e}")])  # fmt: skip
-    print(f"\n{args.steps} env steps, CartPole-v1, 1 actor, {args.rounds} rounds; "
-          f"load average at the end {load:.1f}\n")  # fmt: skip
-    print(md_table(["actor's board", "run wall_s", "actor busy s", "of which emulation s",
-                    "busy steps/s", "fleet kWh"], rows))  # fmt: skip
+        rows.append(
+            [
+                arm,
+                col("learner_s"),
+                col("busy_s", "{:.2f}"),
+                col("emulation_s", "{:.2f}"),
+                col("busy_steps_per_s", "{:,.0f}"),
+                col("fleet_kwh", "{:.2e}"),
+            ]
+        )
+    print(
+        f"\n{args.steps} env steps, CartPole-v1, 1 actor, {args.rounds} rounds; "
+        f"load average at the end {load:.1f}\n"
+    )
+    print(
+        md_table(
+            [
+                "actor's board",
+                "run wall_s",
+                "actor busy s",
+                "of which emulation s",
+                "busy steps/s",
+                "fleet kWh",
+            ],
+            rows,
+        )
+    )
 
 
 def _columns(rs: list[dict]):

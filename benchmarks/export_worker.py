@@ -111,8 +111,10 @@ def main() -> None:
     convert._quiet_this_process()  # this process converts too (the in-process rows)
     models = nets()
     rng = np.random.default_rng(SEED)
-    obs = {name: rng.standard_normal((N_CAL, m.input_shape[-1])).astype(np.float32)
-           for name, m in models.items()}  # fmt: skip
+    obs = {
+        name: rng.standard_normal((N_CAL, m.input_shape[-1])).astype(np.float32)
+        for name, m in models.items()
+    }
     first = next(iter(models))
 
     # Start-up first, on fresh workers: the interpreter alone, then a first export.
@@ -142,21 +144,27 @@ def main() -> None:
             rows.append([name, mode, f"{statistics.median(s):.2f}", _range(s), extra])
     load1 = os.getloadavg()[0]
     print("# export worker: int8 export in-process vs in the worker\n")
-    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; "
-          f"load avg (1 min) {load0:.2f} -> {load1:.2f}; python {platform.python_version()}, "
-          f"tensorflow {tf.__version__}, keras {keras.__version__}")  # fmt: skip
-    print(f"mode: {'quick' if args.quick else 'full'}, {rounds} rounds, {N_CAL} calibration "
-          f"observations, seed {SEED}; wall {time.perf_counter() - t_start:.0f} s\n")  # fmt: skip
+    print(
+        f"machine: {cpu_model()}, {os.cpu_count()} CPUs; "
+        f"load avg (1 min) {load0:.2f} -> {load1:.2f}; python {platform.python_version()}, "
+        f"tensorflow {tf.__version__}, keras {keras.__version__}"
+    )
+    print(
+        f"mode: {'quick' if args.quick else 'full'}, {rounds} rounds, {N_CAL} calibration "
+        f"observations, seed {SEED}; wall {time.perf_counter() - t_start:.0f} s\n"
+    )
     headers = ["policy", "conversion", "s / export (median)", "range", "worker - in-process"]
     print(md_table(headers, rows) + "\n")
     startup = [
         ["interpreter to ready (ExportWorker.start)", ready_s],
         [f"first export on a fresh worker ({first})", first_s],
     ]
-    print(md_table(
-        ["worker start-up", "s (median)", "range", "samples"],
-        [[what, f"{statistics.median(s):.2f}", _range(s), len(s)] for what, s in startup],
-    ))  # fmt: skip
+    print(
+        md_table(
+            ["worker start-up", "s (median)", "range", "samples"],
+            [[what, f"{statistics.median(s):.2f}", _range(s), len(s)] for what, s in startup],
+        )
+    )
     print(f"\nworker resident memory after the runs: {rss:.0f} MB")
 
 

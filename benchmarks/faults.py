@@ -36,12 +36,23 @@ import yaml  # noqa: E402
 from _common import md_table  # noqa: E402
 from _faults import ACTORS, CONFIG, DONE, ENV, FAULTS, ROOT, RUN, Fault, Harness  # noqa: E402
 
-from edge_rl.fleet.fleet import Fleet, board_file  # noqa: E402
-from edge_rl.transport.broker import EmbeddedBroker  # noqa: E402
-from edge_rl.transport.signing import Signer  # noqa: E402
+from edge_rl.boards import board_file  # noqa: E402
+from edge_rl.broker.embedded import EmbeddedBroker  # noqa: E402
+from edge_rl.sim.fleet import Fleet  # noqa: E402
+from edge_rl.wire.signing import Signer  # noqa: E402
 
-HEADERS = ["fault", "sent", "received", "lost", "cause of loss", "written off", "dup",
-           "budget", "wall s", "return"]  # fmt: skip
+HEADERS = [
+    "fault",
+    "sent",
+    "received",
+    "lost",
+    "cause of loss",
+    "written off",
+    "dup",
+    "budget",
+    "wall s",
+    "return",
+]
 
 
 @dataclass
@@ -69,9 +80,18 @@ class Row:
         received = f"{self.received:,}" + (
             f" (+{self.foreign:,} unknown id)" if self.foreign else ""
         )
-        return [self.fault, f"{self.sent:,}", received, f"{self.lost:,}", cause,
-                f"{self.written_off:,}", f"{self.duplicated:,}", budget, f"{self.wall_s:.0f}",
-                ret]  # fmt: skip
+        return [
+            self.fault,
+            f"{self.sent:,}",
+            received,
+            f"{self.lost:,}",
+            cause,
+            f"{self.written_off:,}",
+            f"{self.duplicated:,}",
+            budget,
+            f"{self.wall_s:.0f}",
+            ret,
+        ]
 
 
 def write_board(path: Path, overrides: dict) -> Path:
@@ -81,8 +101,9 @@ def write_board(path: Path, overrides: dict) -> Path:
     return path
 
 
-def run_fault(fault: Fault, out: Path, steps: int, sets: list[str], timeout_s: float,
-              seed: int = 0) -> Row:  # fmt: skip
+def run_fault(
+    fault: Fault, out: Path, steps: int, sets: list[str], timeout_s: float, seed: int = 0
+) -> Row:
     """One run with ``fault``: broker, fleet, learner, fault, then the accounting."""
     run_dir = out / fault.name
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -92,14 +113,35 @@ def run_fault(fault: Fault, out: Path, steps: int, sets: list[str], timeout_s: f
     signer.write_public(keys / "learner.pub")
     board = write_board(out / f"{fault.name}.board.yaml", fault.board)
     all_sets = [f"total_env_steps={steps}", *sets, *fault.sets]
-    argv = [sys.executable, "-m", "edge_rl.cli", "learn", "--config", str(CONFIG),
-            "--fleet", "0", "--out", str(run_dir), "--seed", str(seed),
-            "--signing-key", str(keys / "learner.key"),
-            *(x for kv in all_sets for x in ("--set", kv))]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        str(CONFIG),
+        "--fleet",
+        "0",
+        "--out",
+        str(run_dir),
+        "--seed",
+        str(seed),
+        "--signing-key",
+        str(keys / "learner.key"),
+        *(x for kv in all_sets for x in ("--set", kv)),
+    ]
     with EmbeddedBroker(kind="mosquitto", log_dir=out / f"{fault.name}.broker") as broker:
         argv += ["--broker", broker.url]
-        fleet = Fleet(ACTORS, board, broker.url, ENV, policy_key=keys / "learner.pub", run=RUN,
-                      seed=seed, log_dir=run_dir / "fleet")  # fmt: skip
+        fleet = Fleet(
+            ACTORS,
+            board,
+            broker.url,
+            ENV,
+            policy_key=keys / "learner.pub",
+            run=RUN,
+            seed=seed,
+            log_dir=run_dir / "fleet",
+        )
         h = Harness(broker, fleet, run_dir, steps, board, keys / "learner.pub", argv)
         t0 = time.monotonic()
         h.start_learner()
@@ -155,8 +197,12 @@ def actor_counts(h: Harness, summary: dict) -> dict[str, dict[str, int]]:
         else:
             sent = max(st.get("transitions_sent", 0), by_actor.get(actor, 0))
             dropped = st.get("transitions_dropped", 0)
-        out[log.stem] = {"actor": actor, "sent": sent, "dropped": dropped,
-                         "oversize": st.get("transitions_oversize", 0)}  # fmt: skip
+        out[log.stem] = {
+            "actor": actor,
+            "sent": sent,
+            "dropped": dropped,
+            "oversize": st.get("transitions_oversize", 0),
+        }
     return out
 
 
@@ -194,12 +240,22 @@ def account(fault: Fault, h: Harness, finished: bool, wall: float) -> Row:
     }
     causes["in transit"] = lost - sum(causes.values())
     return Row(
-        fault=fault.what, sent=sent, received=received, foreign=foreign, lost=lost,
-        causes=causes, written_off=s.get("credit_written_off", 0),
-        duplicated=s.get("transitions_duplicate", 0), over_budget=over,
-        budget_reached=s.get("env_steps") == h.steps, finished=finished, wall_s=wall,
-        final_return=s.get("final_eval_return"), summary=s, events=h.events,
-    )  # fmt: skip
+        fault=fault.what,
+        sent=sent,
+        received=received,
+        foreign=foreign,
+        lost=lost,
+        causes=causes,
+        written_off=s.get("credit_written_off", 0),
+        duplicated=s.get("transitions_duplicate", 0),
+        over_budget=over,
+        budget_reached=s.get("env_steps") == h.steps,
+        finished=finished,
+        wall_s=wall,
+        final_return=s.get("final_eval_return"),
+        summary=s,
+        events=h.events,
+    )
 
 
 def main() -> None:
@@ -226,9 +282,18 @@ def main() -> None:
         print(f"{name}: " + " | ".join(map(str, row.cells())), flush=True)
         for e in row.events:
             print("   ", e, flush=True)
-        (args.out / f"{name}.row.json").write_text(json.dumps(
-            {"cells": row.cells(), "causes": row.causes, "events": row.events,
-             "foreign": row.foreign, "over_budget": row.over_budget}, indent=1))  # fmt: skip
+        (args.out / f"{name}.row.json").write_text(
+            json.dumps(
+                {
+                    "cells": row.cells(),
+                    "causes": row.causes,
+                    "events": row.events,
+                    "foreign": row.foreign,
+                    "over_budget": row.over_budget,
+                },
+                indent=1,
+            )
+        )
     print()
     print(md_table(HEADERS, [r.cells() for r in rows]))
 

@@ -39,13 +39,29 @@ ARMS = {
     "gst": ["--set", "compression.method=gst", *COMPRESSED],
 }
 QUICK = [
-    "--fleet", "2", "--board", "rpi5",
-    "--set", "total_env_steps=3000", "--set", "learning_starts=500",
-    "--set", "export.every_updates=200", "--set", "eval_episodes=2",
-    "--set", "select_every=0", "--set", "compression.prune_every=100",
-    "--set", "compression.window=2", "--set", "export.calibration_size=100",
-    "--set", "export.parity_size=100",
-]  # fmt: skip
+    "--fleet",
+    "2",
+    "--board",
+    "rpi5",
+    "--set",
+    "total_env_steps=3000",
+    "--set",
+    "learning_starts=500",
+    "--set",
+    "export.every_updates=200",
+    "--set",
+    "eval_episodes=2",
+    "--set",
+    "select_every=0",
+    "--set",
+    "compression.prune_every=100",
+    "--set",
+    "compression.window=2",
+    "--set",
+    "export.calibration_size=100",
+    "--set",
+    "export.parity_size=100",
+]
 
 
 def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Path]:
@@ -94,10 +110,22 @@ def row(arm: str, d: Path, dense: dict | None) -> list:
     ]
 
 
-HEADERS = ["arm", "seed", "final return (10 ep.)", "avg compression %", "final compression %",
-           "deployed compression %",
-           "bytes sent (KB)", "publishes", "KB/publish", "final payload (KB)",
-           "total vs dense", "final vs dense", "exports failed", "wall s"]  # fmt: skip
+HEADERS = [
+    "arm",
+    "seed",
+    "final return (10 ep.)",
+    "avg compression %",
+    "final compression %",
+    "deployed compression %",
+    "bytes sent (KB)",
+    "publishes",
+    "KB/publish",
+    "final payload (KB)",
+    "total vs dense",
+    "final vs dense",
+    "exports failed",
+    "wall s",
+]
 
 
 def table(all_dirs: list[dict[str, Path]]) -> str:

@@ -71,9 +71,13 @@ def alive(pid: int) -> bool:
 
 def kill_part_way(config: str, kill_at: int, run_dir: Path, timeout: float) -> dict:
     with open(run_dir.with_suffix(".first.out"), "w") as out:
-        proc = subprocess.Popen([EDGE_RL, "learn", "--config", config, "--out", str(run_dir)],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [EDGE_RL, "learn", "--config", config, "--out", str(run_dir)],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
         if last_env_steps(run_dir) >= kill_at:
@@ -91,8 +95,11 @@ def kill_part_way(config: str, kill_at: int, run_dir: Path, timeout: float) -> d
         if alive(c):
             os.kill(c, signal.SIGKILL)
     header = json.loads((run_dir / "checkpoint" / "header.json").read_text())
-    return {"killed_at": killed_at, "resumed_from": header["env_steps"],
-            "versions_before": len(versions(run_dir))}  # fmt: skip
+    return {
+        "killed_at": killed_at,
+        "resumed_from": header["env_steps"],
+        "versions_before": len(versions(run_dir)),
+    }
 
 
 def versions(run_dir: Path) -> list[int]:
@@ -119,8 +126,13 @@ def run_one(name: str, out: Path, timeout: float) -> None:
     t0 = time.monotonic()
     meta = kill_part_way(config, kill_at, run_dir, timeout)
     with open(run_dir.with_suffix(".resume.out"), "w") as f:
-        proc = subprocess.run([EDGE_RL, "learn", "--resume", str(run_dir)], cwd=ROOT, stdout=f,
-                              stderr=subprocess.STDOUT, timeout=timeout)  # fmt: skip
+        proc = subprocess.run(
+            [EDGE_RL, "learn", "--resume", str(run_dir)],
+            cwd=ROOT,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+        )
     meta.update(returncode=proc.returncode, command_wall_s=round(time.monotonic() - t0, 1))
     (run_dir.with_suffix(".json")).write_text(json.dumps(meta))
     print(f"{name}: {meta}", flush=True)
@@ -137,14 +149,23 @@ def row(name: str, out: Path) -> list:
     costs = checkpoint_costs(run_dir)
     size = sum(f.stat().st_size for f in (run_dir / "checkpoint").rglob("*") if f.is_file())
     return [
-        name, f"{budget:,}", f"{meta['killed_at']:,}", f"{meta['resumed_from']:,}",
-        f"{s.get('env_steps', 0):,}", "yes" if monotonic else "**no**",
+        name,
+        f"{budget:,}",
+        f"{meta['killed_at']:,}",
+        f"{meta['resumed_from']:,}",
+        f"{s.get('env_steps', 0):,}",
+        "yes" if monotonic else "**no**",
         f"v{vs[meta['versions_before'] - 1]} → v{vs[meta['versions_before']]}",
-        f"v{vs[-1]}", "failed" if ret is None else f"{ret:.1f}",
-        "**yes**" if ret is not None and ret >= target else "no", s.get("wall_s", "-"),
-        meta["command_wall_s"], len(costs), f"{statistics.median(costs):.3f}",
-        f"{costs[-1]:.3f}", f"{size / 1e6:.1f}",
-    ]  # fmt: skip
+        f"v{vs[-1]}",
+        "failed" if ret is None else f"{ret:.1f}",
+        "**yes**" if ret is not None and ret >= target else "no",
+        s.get("wall_s", "-"),
+        meta["command_wall_s"],
+        len(costs),
+        f"{statistics.median(costs):.3f}",
+        f"{costs[-1]:.3f}",
+        f"{size / 1e6:.1f}",
+    ]
 
 
 def checkpoint_cost(repeats: int = 5) -> None:
@@ -153,7 +174,7 @@ def checkpoint_cost(repeats: int = 5) -> None:
     import numpy as np
 
     from edge_rl.config import load_run_config
-    from edge_rl.nodes.learner_node import LearnerNode
+    from edge_rl.learner.node import LearnerNode
     from edge_rl.transport.memory import MemoryBroker
 
     cfg = load_run_config(ROOT / "examples" / "cartpole_dqn.yaml")
@@ -166,8 +187,9 @@ def checkpoint_cost(repeats: int = 5) -> None:
             k = n - filled
             if k:
                 obs = rng.normal(size=(k, 4)).astype(np.float32)
-                node.replay.add(obs, rng.integers(0, 2, k), np.ones(k, np.float32), obs,
-                                np.zeros(k, np.float32))  # fmt: skip
+                node.replay.add(
+                    obs, rng.integers(0, 2, k), np.ones(k, np.float32), obs, np.zeros(k, np.float32)
+                )
                 filled = n
             seconds = []
             for _ in range(repeats):
@@ -175,9 +197,15 @@ def checkpoint_cost(repeats: int = 5) -> None:
                 seconds.append(node.durable.last_seconds)
             ck = Path(tmp) / "run" / "checkpoint"
             size = sum(f.stat().st_size for f in ck.rglob("*") if f.is_file())
-            rows.append([f"{n:,}", f"{statistics.median(seconds) * 1e3:.1f}",
-                         f"{min(seconds) * 1e3:.1f}", f"{max(seconds) * 1e3:.1f}",
-                         f"{size / 1e6:.2f}"])  # fmt: skip
+            rows.append(
+                [
+                    f"{n:,}",
+                    f"{statistics.median(seconds) * 1e3:.1f}",
+                    f"{min(seconds) * 1e3:.1f}",
+                    f"{max(seconds) * 1e3:.1f}",
+                    f"{size / 1e6:.2f}",
+                ]
+            )
     headers = ["transitions in replay", "median ms", "min ms", "max ms", "checkpoint MB"]
     print(f"CartPole DQN 4-256-256-2, Durable.save() x{repeats}")
     print(md_table(headers, rows))
@@ -199,10 +227,23 @@ def main() -> None:
             run_one(name, args.out, args.timeout)
     names = [n for n in RUNS if (args.out / f"{n}.json").exists()]
     headers = [
-        "run", "budget", "killed at", "resumed from", "final env steps", "versions monotonic",
-        "across the restart", "last version", "final return", "reached", "learner wall_s",
-        "command wall_s", "checkpoints", "median s", "last s (full replay)", "checkpoint MB",
-    ]  # fmt: skip
+        "run",
+        "budget",
+        "killed at",
+        "resumed from",
+        "final env steps",
+        "versions monotonic",
+        "across the restart",
+        "last version",
+        "final return",
+        "reached",
+        "learner wall_s",
+        "command wall_s",
+        "checkpoints",
+        "median s",
+        "last s (full replay)",
+        "checkpoint MB",
+    ]
     print(md_table(headers, [row(n, args.out) for n in names]))
 
 

@@ -47,29 +47,40 @@ def export(obs_dim: int, outputs: int, hidden: tuple[int, ...]) -> bytes:
 
 
 def bench(label: str, model: bytes, obs_dim: int, outputs: int, rounds: int) -> list:
-    from edge_rl.edge.policy_slot import PolicySlot
+    from edge_rl.actor.policy_slot import PolicySlot
     from edge_rl.specs import EnvSpec
-    from edge_rl.transport import codec
-    from edge_rl.transport.envelope import KEY_ID_BYTES, SIGNATURE_BYTES
-    from edge_rl.transport.signing import Signer
     from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+    from edge_rl.wire.envelope import KEY_ID_BYTES, SIGNATURE_BYTES
+    from edge_rl.wire.policy import compress_model, decode_policy, encode_policy
+    from edge_rl.wire.signing import Signer
 
     spec = EnvSpec(obs_shape=(obs_dim,), num_actions=outputs)
     signer = Signer.generate()
     verifier = signer.verifier()
-    packed = codec.compress_model(model, "zlib")
+    packed = compress_model(model, "zlib")
     manifest = PolicyManifest(
-        policy_version=1, algo="dqn", env_id="bench", env_spec=spec, precision="int8",
-        input_quant=QuantParams("float32", 0.0, 0), output_quant=QuantParams("float32", 0.0, 0),
-        obs_mean=(0.0,) * obs_dim, obs_std=(1.0,) * obs_dim, exploration={"epsilon": 0.05},
-        learner_step=0, model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
-        codec="zlib", run="bench", run_id="b1",
-    )  # fmt: skip
+        policy_version=1,
+        algo="dqn",
+        env_id="bench",
+        env_spec=spec,
+        precision="int8",
+        input_quant=QuantParams("float32", 0.0, 0),
+        output_quant=QuantParams("float32", 0.0, 0),
+        obs_mean=(0.0,) * obs_dim,
+        obs_std=(1.0,) * obs_dim,
+        exploration={"epsilon": 0.05},
+        learner_step=0,
+        model_sha256=hashlib.sha256(model).hexdigest(),
+        model_size=len(model),
+        codec="zlib",
+        run="bench",
+        run_id="b1",
+    )
     bundle = PolicyBundle(manifest, packed)
     times: dict[str, list[float]] = {k: [] for k in ("sign", "verify", "decode", "load")}
     for _ in range(rounds):
         t0 = time.perf_counter()
-        payload = codec.encode_policy(bundle, signer)
+        payload = encode_policy(bundle, signer)
         t1 = time.perf_counter()
         h = int.from_bytes(payload[6:10], "little")
         end = 10 + h
@@ -79,7 +90,7 @@ def bench(label: str, model: bytes, obs_dim: int, outputs: int, rounds: int) -> 
             payload[end + KEY_ID_BYTES : end + KEY_ID_BYTES + SIGNATURE_BYTES],
         )
         t2 = time.perf_counter()
-        codec.decode_policy(payload, verifier, max_bytes=len(payload))
+        decode_policy(payload, verifier, max_bytes=len(payload))
         t3 = time.perf_counter()
         slot = PolicySlot(spec, verifier, run="bench", run_id="b1", max_model_bytes=len(model) + 1)
         slot.load(payload)
@@ -88,10 +99,15 @@ def bench(label: str, model: bytes, obs_dim: int, outputs: int, rounds: int) -> 
             times[k].append(dt)
     med = {k: float(np.median(v)) for k, v in times.items()}
     return [
-        label, f"{len(model):,}", f"{len(payload):,}", f"{med['sign'] * 1e6:.0f}",
-        f"{med['verify'] * 1e6:.0f}", f"{med['decode'] * 1e6:.0f}", f"{med['load'] * 1e3:.2f}",
+        label,
+        f"{len(model):,}",
+        f"{len(payload):,}",
+        f"{med['sign'] * 1e6:.0f}",
+        f"{med['verify'] * 1e6:.0f}",
+        f"{med['decode'] * 1e6:.0f}",
+        f"{med['load'] * 1e3:.2f}",
         f"{100 * med['verify'] / med['load']:.1f}",
-    ]  # fmt: skip
+    ]
 
 
 def main() -> None:
@@ -103,9 +119,16 @@ def main() -> None:
     for label, obs_dim, outputs, hidden in NETS[:2] if args.quick else NETS:
         rows.append(bench(label, export(obs_dim, outputs, hidden), obs_dim, outputs, args.rounds))
     print(f"load average {os.getloadavg()[0]:.2f}, {args.rounds} rounds, medians\n")
-    headers = ["policy (int8)", "model B", "bundle B", "learner: encode + sign µs",
-               "actor: verify µs", "actor: verify + parse µs", "actor: full load ms",
-               "verify % of load"]  # fmt: skip
+    headers = [
+        "policy (int8)",
+        "model B",
+        "bundle B",
+        "learner: encode + sign µs",
+        "actor: verify µs",
+        "actor: verify + parse µs",
+        "actor: full load ms",
+        "verify % of load",
+    ]
     print(md_table(headers, rows))
 
 

@@ -46,10 +46,16 @@ def stop(proc: subprocess.Popen) -> None:
 def run_one(args: argparse.Namespace, seed: int, busy: bool, run_dir: Path) -> dict:
     load = os.getloadavg()[0]
     cmd = [
-        str(ROOT / ".venv" / "bin" / "edge-rl"), "learn", "--config", str(args.config),
-        "--seed", str(seed), "--out", str(run_dir),
+        str(ROOT / ".venv" / "bin" / "edge-rl"),
+        "learn",
+        "--config",
+        str(args.config),
+        "--seed",
+        str(seed),
+        "--out",
+        str(run_dir),
         *(x for kv in args.set for x in ("--set", kv)),
-    ]  # fmt: skip
+    ]
     hog = start_hog(args.timeout + 30) if busy else None
     t0 = time.monotonic()
     try:
@@ -121,11 +127,19 @@ def main() -> None:
     dirs = [d for d in args.out.iterdir() if (d / "success_rate.json").exists()]
     rows = sorted((row(d) for d in dirs), key=lambda r: (r[0], r[1]))  # seed, then busy
     headers = [
-        "seed", "busy", "load (1 min)", "final_eval_return", "env steps", "learner wall_s",
-        "command wall_s", "best selection score", "policies scored", "scored >= 475",
+        "seed",
+        "busy",
+        "load (1 min)",
+        "final_eval_return",
+        "env steps",
+        "learner wall_s",
+        "command wall_s",
+        "best selection score",
+        "policies scored",
+        "scored >= 475",
         "exports failing parity",
         "success (>= 475)",
-    ]  # fmt: skip
+    ]
     print(md_table(headers, rows))
     wins = sum(r[-1] == "**yes**" for r in rows)
     print(f"\n{wins} of {len(rows)} runs reach >= {SUCCESS:g} within 50,000 env steps")

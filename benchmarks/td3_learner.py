@@ -203,7 +203,7 @@ def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from edge_rl.replay.buffer import ReplayBuffer
+    from edge_rl.learner.replay import ReplayBuffer
     from edge_rl.specs import EnvSpec
 
     load0 = os.getloadavg()
@@ -249,16 +249,18 @@ def main() -> None:
 
     rows = []
     for v in variants:
-        rows.append([
-            v.name,
-            v.k,
-            "yes" if v.xla else "no",
-            "in graph" if v.in_graph else "numpy",
-            f"{np.median(rate[v.name]):.0f}",
-            f"{np.median(np.array(rate[v.name]) / base):.2f}x",
-            f"{np.median(cpu[v.name]):.2f}",
-            f"{compile_s[v.name]:.1f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                v.name,
+                v.k,
+                "yes" if v.xla else "no",
+                "in graph" if v.in_graph else "numpy",
+                f"{np.median(rate[v.name]):.0f}",
+                f"{np.median(np.array(rate[v.name]) / base):.2f}x",
+                f"{np.median(cpu[v.name]):.2f}",
+                f"{compile_s[v.name]:.1f}",
+            ]
+        )
     cpu_model = platform.processor() or "?"
     try:
         with open("/proc/cpuinfo") as f:

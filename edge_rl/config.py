@@ -15,8 +15,9 @@ import yaml
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
+from edge_rl.telemetry.carbon import EnergyConfig
 from edge_rl.transport.auth import BrokerAuth  # standard library only
-from edge_rl.transport.topics import check_name  # pure: no MQTT
+from edge_rl.wire.topics import check_name  # pure: no MQTT
 
 MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
 
@@ -88,7 +89,7 @@ class ExportConfig:
     # flipped at a tanh knee) exceed it.
     action_error_quantile: float = 1.0
     # Compression of the model in the bundle. "blocks" also stores zero and circulant
-    # blocks of the weight matrices compactly (edge_rl.transport.blocks): use it with
+    # blocks of the weight matrices compactly (edge_rl.wire.blocks): use it with
     # compression.method gst or iterative.
     codec: str = "zlib"
     # int8 weights: one scale per output unit of each Dense layer (the converter's
@@ -115,40 +116,8 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
-class EnergyConfig:
-    """Energy and carbon of a run (edge_rl.telemetry: carbon.py on the host, energy.py for the
-    fleet's boards). Offline: nothing is fetched at run time."""
-
-    enabled: bool = True  # measure the learner host with codecarbon (the fleet model always runs)
-    # Where the learner host draws its power: ISO 3166-1 alpha-3 (codecarbon's energy-mix data
-    # has ~200 countries), and optionally a region it has data for (US states, Canadian
-    # provinces, e.g. "california"). Its grid intensity also prices the fleet's energy.
-    country_iso_code: str = "USA"
-    region: str | None = None
-    # g CO2e/kWh, used only when codecarbon or its data cannot be loaded (not installed).
-    carbon_intensity_g_per_kwh: float | None = None
-    # codecarbon's scope: "process" is the `edge-rl learn` process and its children (the
-    # embedded broker, a simulated fleet); "machine" is everything on the host.
-    tracking_mode: str = "process"
-
-    def __post_init__(self) -> None:
-        code = self.country_iso_code
-        if not (len(code) == 3 and code.isascii() and code.isalpha() and code.isupper()):
-            raise ValueError(f"energy.country_iso_code must be 3 capital letters: {code!r}")
-        if self.region is not None and not self.region.strip():
-            raise ValueError("energy.region must be a name or null")
-        intensity = self.carbon_intensity_g_per_kwh
-        if intensity is not None and not 0.0 <= intensity <= 2000.0:
-            raise ValueError(f"energy.carbon_intensity_g_per_kwh must be in [0, 2000]: {intensity}")
-        if self.tracking_mode not in ("process", "machine"):
-            raise ValueError(
-                f"energy.tracking_mode: process or machine, not {self.tracking_mode!r}"
-            )
-
-
-@dataclass(frozen=True)
 class CheckpointConfig:
-    """Durable runs (edge_rl/nodes/checkpoint.py, docs/reliability.md): the learner writes
+    """Durable runs (edge_rl/learner/checkpoint.py, docs/reliability.md): the learner writes
     RUN_DIR/checkpoint/ (networks, optimisers, replay, counters) on this schedule, at
     SIGTERM/SIGINT and at the end; `edge-rl learn --resume RUN_DIR` continues from it."""
 

@@ -1,12 +1,12 @@
 """Typed records that cross a boundary: the wire, a queue, a thread. Numpy only.
 
-Nothing here knows how it is encoded; ``edge_rl.transport.codec`` does that.
+Nothing here knows how it is encoded; ``edge_rl.wire.transitions`` does that.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -153,3 +153,11 @@ class CreditGrant:
     session: int
     credit: int
     refused: tuple[int, ...] = ()
+
+
+class ReplaySample(NamedTuple):
+    obs: np.ndarray  # [B, *obs_shape] float32
+    action: np.ndarray  # [B] int64 or [B, *action_shape] float32
+    reward: np.ndarray  # [B] float32
+    next_obs: np.ndarray  # [B, *obs_shape] float32
+    terminated: np.ndarray  # [B] float32, 1.0 where the episode ended in a terminal state

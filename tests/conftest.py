@@ -21,7 +21,9 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
-from edge_rl.transport.broker import EmbeddedBroker, find_mosquitto, parse_broker_url
+from edge_rl.broker.embedded import EmbeddedBroker
+from edge_rl.broker.executables import find_mosquitto
+from edge_rl.transport.address import parse_broker_url
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -62,7 +64,7 @@ def mosquitto_available() -> None:
 @pytest.fixture(scope="session")
 def setpriv_available() -> None:
     """util-linux's ``setpriv``, which ties the broker's and actors' lives to the learner's
-    (edge_rl/transport/broker.py ``die_with_parent``): skips or fails like Mosquitto."""
+    (edge_rl/broker/embedded.py ``die_with_parent``): skips or fails like Mosquitto."""
     _require(
         shutil.which("setpriv") is not None,
         "setpriv not found; install util-linux (`apt-get install util-linux`; on Debian "
@@ -186,19 +188,46 @@ def cli():
 
 # `edge-rl learn` as a smoke run: a tiny budget, small networks, gates that always pass.
 TINY = [
-    "--fleet", "2", "--board", "rpi5",
-    "--set", "total_env_steps=1200", "--set", "learning_starts=400",
-    "--set", "export.every_updates=100", "--set", "select_every=2", "--set", "select_episodes=1",
-    "--set", "eval_episodes=2", "--set", "export.calibration_size=50",
-    "--set", "export.parity_size=50", "--set", "replay_capacity=5000",
-]  # fmt: skip
+    "--fleet",
+    "2",
+    "--board",
+    "rpi5",
+    "--set",
+    "total_env_steps=1200",
+    "--set",
+    "learning_starts=400",
+    "--set",
+    "export.every_updates=100",
+    "--set",
+    "select_every=2",
+    "--set",
+    "select_episodes=1",
+    "--set",
+    "eval_episodes=2",
+    "--set",
+    "export.calibration_size=50",
+    "--set",
+    "export.parity_size=50",
+    "--set",
+    "replay_capacity=5000",
+]
 SMALL_NETS = {
     "dqn": ["--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0"],
-    "td3": ["--set", "td3.actor_hidden=[32, 32]", "--set", "td3.critic_hidden=[32, 32]",
-            "--set", "td3.batch_size=64", "--set", "td3.updates_per_call=1",
-            "--set", "export.max_action_error=2",
-            "--set", "export.mean_action_error=2"],
-}  # fmt: skip
+    "td3": [
+        "--set",
+        "td3.actor_hidden=[32, 32]",
+        "--set",
+        "td3.critic_hidden=[32, 32]",
+        "--set",
+        "td3.batch_size=64",
+        "--set",
+        "td3.updates_per_call=1",
+        "--set",
+        "export.max_action_error=2",
+        "--set",
+        "export.mean_action_error=2",
+    ],
+}
 
 
 @pytest.fixture
@@ -211,7 +240,7 @@ def tiny_learn():
 def policy_keys(tmp_path_factory) -> tuple:
     """``(signer, public key file)``: a policy signing key made for this test session. Tests
     sign the policies they publish with it and hand the .pub to the actors they start."""
-    from edge_rl.transport.signing import Signer
+    from edge_rl.wire.signing import Signer
 
     keys = tmp_path_factory.mktemp("keys")
     signer = Signer.load_or_create(keys / "learner.key")
@@ -260,14 +289,22 @@ def grant_run():
     return _grant_run
 
 
-def _grant_run(client, topics, actor_id: str, session: int, *, state: str = "running",
-              credit: int = 10**9, run_id: str = TEST_RUN_ID) -> None:  # fmt: skip
+def _grant_run(
+    client,
+    topics,
+    actor_id: str,
+    session: int,
+    *,
+    state: str = "running",
+    credit: int = 10**9,
+    run_id: str = TEST_RUN_ID,
+) -> None:
     """Be the learner for one actor (protocol v3 §5): a retained control message naming a
     run start, and a retained credit grant (default: no practical limit) to its process."""
-    from edge_rl.transport import codec
     from edge_rl.types import ControlMessage, CreditGrant
+    from edge_rl.wire.messages import encode_control, encode_credit
 
-    control = codec.encode_control(ControlMessage(state, run_id))
+    control = encode_control(ControlMessage(state, run_id))
     client.publish(topics.control, control, qos=1, retain=True).wait_for_publish(5)
-    grant = codec.encode_credit(CreditGrant(run_id, session, credit))
+    grant = encode_credit(CreditGrant(run_id, session, credit))
     client.publish(topics.credit(actor_id), grant, qos=1, retain=True).wait_for_publish(5)

@@ -68,21 +68,36 @@ def write_run(
             for v, (e, b) in enumerate(pubs, start=1)
         )
     )
-    actor = {"wall": 20.0, "idle": 15.0, "inference": 0.9, "model_load": 0.03,
-             "policy_receive": 0.006}  # fmt: skip
+    actor = {
+        "wall": 20.0,
+        "idle": 15.0,
+        "inference": 0.9,
+        "model_load": 0.03,
+        "policy_receive": 0.006,
+    }
     summary = {
-        "policy_precision": precision, "seed": 0, "env_steps": 2000, "wall_s": 21.0,
-        "final_eval_return": 480.0, "final_eval_return_std": 12.5, "eval_episodes": 10,
-        "publishes": 3, "policy_payload_bytes": 3000, "policy_bytes_total": 11000,
-        "exports_failed": 1, "selection_scores": scores or {},
+        "policy_precision": precision,
+        "seed": 0,
+        "env_steps": 2000,
+        "wall_s": 21.0,
+        "final_eval_return": 480.0,
+        "final_eval_return_std": 12.5,
+        "eval_episodes": 10,
+        "publishes": 3,
+        "policy_payload_bytes": 3000,
+        "policy_bytes_total": 11000,
+        "exports_failed": 1,
+        "selection_scores": scores or {},
         "actors": {"a": {"env_steps": 1000}, "b": {"env_steps": 1000}},
         "runtime_breakdown": {
             "actors": {"a": actor, "b": actor},
             "fleet_total": {k: 2 * v for k, v in actor.items()},
         },
-        "energy": {"learner": {"kwh": 1e-3, "kg_co2e": kg / 2},
-                   "fleet": {"kwh": 2e-4, "kg_co2e": kg / 2}},
-    }  # fmt: skip
+        "energy": {
+            "learner": {"kwh": 1e-3, "kg_co2e": kg / 2},
+            "fleet": {"kwh": 2e-4, "kg_co2e": kg / 2},
+        },
+    }
     (d / "summary.json").write_text(json.dumps(summary))
     return d
 
@@ -175,10 +190,24 @@ quick_run_timeout = pytest.mark.timeout(BENCH_TIMEOUT_S + 60)
 def quick_run(tmp_path_factory, mosquitto_available):
     out = tmp_path_factory.mktemp("actorq")
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--config", str(ROOT / "examples" / "cartpole_dqn.yaml"),
-         "--quick", "--threshold", str(THRESHOLD), "--out", str(out), "--poll", "5"],
-        capture_output=True, text=True, timeout=BENCH_TIMEOUT_S, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--config",
+            str(ROOT / "examples" / "cartpole_dqn.yaml"),
+            "--quick",
+            "--threshold",
+            str(THRESHOLD),
+            "--out",
+            str(out),
+            "--poll",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BENCH_TIMEOUT_S,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out, parse_table(proc.stdout)
 
@@ -189,10 +218,22 @@ def test_table_has_three_arms_with_numbers(quick_run):
     _, rows = quick_run
     assert [r["arm"] for r in rows] == ["fp32", "fp16", "int8"]
     numeric = [
-        "actor steps/s", "busy steps/s", "actor idle %", "inference µs/step", "model load ms",
-        "receive ms", "publishes", "final payload KB", "KB/publish", "learner Wh", "fleet Wh",
-        "CO2 g", "CO2 ratio vs fp32", "exports failed", "wall s",
-    ]  # fmt: skip
+        "actor steps/s",
+        "busy steps/s",
+        "actor idle %",
+        "inference µs/step",
+        "model load ms",
+        "receive ms",
+        "publishes",
+        "final payload KB",
+        "KB/publish",
+        "learner Wh",
+        "fleet Wh",
+        "CO2 g",
+        "CO2 ratio vs fp32",
+        "exports failed",
+        "wall s",
+    ]
     for r in rows:
         for col in numeric:
             assert math.isfinite(number(r[col])), (r["arm"], col, r[col])

@@ -13,10 +13,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_board_speed_actor_alone(tmp_path, mosquitto_available):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "board_speed.py"), "--rounds", "0",
-         "--alone-rounds", "1", "--steps", "1000"],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "board_speed.py"),
+            "--rounds",
+            "0",
+            "--alone-rounds",
+            "1",
+            "--steps",
+            "1000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [x for x in proc.stdout.splitlines() if x.startswith("|")]
     rows = {}

@@ -56,8 +56,12 @@ def run_suite(tmp_path: Path, ci: str | None, suite: str = SUITE) -> dict[str, i
         env["CI"] = ci
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", "."],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     last = proc.stdout.splitlines()[-1]
     return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", last)} | {"line": last}
 

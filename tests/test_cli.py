@@ -19,19 +19,42 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_available, cli):
     run = tmp_path / "run"
     proc = cli(
-        "learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
-        "--fleet", "2", "--board", "rpi5",
-        "--set", "total_env_steps=2500", "--set", "learning_starts=500",
-        "--set", "dqn.hidden=[32, 32]", "--set", "export.every_updates=100",
-        "--set", "export.min_greedy_agreement=0.0", "--set", "run=cli-smoke",
-    )  # fmt: skip
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        "--fleet",
+        "2",
+        "--board",
+        "rpi5",
+        "--set",
+        "total_env_steps=2500",
+        "--set",
+        "learning_starts=500",
+        "--set",
+        "dqn.hidden=[32, 32]",
+        "--set",
+        "export.every_updates=100",
+        "--set",
+        "export.min_greedy_agreement=0.0",
+        "--set",
+        "run=cli-smoke",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run / "summary.json").read_text())
     for key in (
-        "env_id", "algo", "env_steps", "updates", "wall_s", "final_eval_return",
-        "policy_version", "transitions_received", "transitions_rejected",
+        "env_id",
+        "algo",
+        "env_steps",
+        "updates",
+        "wall_s",
+        "final_eval_return",
+        "policy_version",
+        "transitions_received",
+        "transitions_rejected",
         "transitions_duplicate",
-    ):  # fmt: skip
+    ):
         assert key in summary, key
     assert summary["env_steps"] >= 2500 and summary["policy_version"] >= 1
     assert summary["eval_episodes"] == 10 and summary["final_eval_return"] is not None
@@ -76,12 +99,30 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
     learner checkpoints, stops the fleet, and writes its summary with every actor stopped."""
     run = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "edge_rl.cli", "learn", "--config", "examples/cartpole_dqn.yaml",
-         "--out", str(run), "--fleet", "2", "--board", "rpi5",
-         "--set", "total_env_steps=10000000", "--set", "dqn.hidden=[32, 32]"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "edge_rl.cli",
+            "learn",
+            "--config",
+            "examples/cartpole_dqn.yaml",
+            "--out",
+            str(run),
+            "--fleet",
+            "2",
+            "--board",
+            "rpi5",
+            "--set",
+            "total_env_steps=10000000",
+            "--set",
+            "dqn.hidden=[32, 32]",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,  # its process group is its own: killpg reaches no test
-    )  # fmt: skip
+    )
     children: list[int] = []
     try:
         deadline = time.monotonic() + 120
@@ -126,12 +167,30 @@ def test_learn_on_the_embedded_python_broker(tmp_path, cli):
     # The fallback for machines without Mosquitto: amqtt speaks MQTT 3.1.1 only.
     run = tmp_path / "run"
     proc = cli(
-        "learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
-        "--embedded-broker", "amqtt", "--fleet", "1", "--board", "rpi5",
-        "--set", "total_env_steps=800", "--set", "learning_starts=300",
-        "--set", "dqn.hidden=[16]", "--set", "export.every_updates=50",
-        "--set", "export.min_greedy_agreement=0.0", "--set", "select_every=0",
-    )  # fmt: skip
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        "--embedded-broker",
+        "amqtt",
+        "--fleet",
+        "1",
+        "--board",
+        "rpi5",
+        "--set",
+        "total_env_steps=800",
+        "--set",
+        "learning_starts=300",
+        "--set",
+        "dqn.hidden=[16]",
+        "--set",
+        "export.every_updates=50",
+        "--set",
+        "export.min_greedy_agreement=0.0",
+        "--set",
+        "select_every=0",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["env_steps"] >= 800 and summary["policy_version"] >= 1
@@ -143,22 +202,83 @@ def test_learn_on_the_embedded_python_broker(tmp_path, cli):
     "args,message",
     [
         (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "dqn.gama=0.9"], "gama"),
-        (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "replay_ratio=-1"],
-         "replay_ratio"),
+        (
+            ["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "replay_ratio=-1"],
+            "replay_ratio",
+        ),
         (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "nokey"], "KEY=VALUE"),
         (["learn", "--config", "examples/cartpole_dqn.yaml", "--run", "a/b"], "run name"),
-        (["actor", "--board", "nosuchboard", "--broker", "mqtt://127.0.0.1:1", "--env",
-          "CartPole-v1", "--id", "a", "KEY"], "known boards"),
-        (["actor", "--board", "rpi4", "--broker", "http://x", "--env", "CartPole-v1",
-          "--id", "a", "KEY"], "mqtt://"),
-        (["actor", "--board", "rpi4", "--broker", "mqtt://127.0.0.1:1", "--env",
-          "CartPole-v1", "--id", "a/b", "KEY"], "actor id"),
-        (["actor", "--board", "rpi4", "--broker", "mqtt://127.0.0.1:1", "--env",
-          "CartPole-v1", "--id", "a"], "public key"),
+        (
+            [
+                "actor",
+                "--board",
+                "nosuchboard",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a",
+                "KEY",
+            ],
+            "known boards",
+        ),
+        (
+            [
+                "actor",
+                "--board",
+                "rpi4",
+                "--broker",
+                "http://x",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a",
+                "KEY",
+            ],
+            "mqtt://",
+        ),
+        (
+            [
+                "actor",
+                "--board",
+                "rpi4",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a/b",
+                "KEY",
+            ],
+            "actor id",
+        ),
+        (
+            [
+                "actor",
+                "--board",
+                "rpi4",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a",
+            ],
+            "public key",
+        ),
     ],
-    ids=["unknown key", "bad value", "bad --set", "bad --run", "unknown board", "bad url", "bad id",
-         "no policy key"],
-)  # fmt: skip
+    ids=[
+        "unknown key",
+        "bad value",
+        "bad --set",
+        "bad --run",
+        "unknown board",
+        "bad url",
+        "bad id",
+        "no policy key",
+    ],
+)
 def test_bad_input_gets_a_clear_error(args, message, cli, policy_keys):
     args = [a for x in args for a in (["--policy-key", str(policy_keys[1])] if x == "KEY" else [x])]
     proc = cli(*args, timeout=60)

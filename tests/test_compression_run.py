@@ -17,11 +17,21 @@ from edge_rl.export.regions import weight_regions
 
 CONFIGS = {"dqn": "examples/cartpole_dqn.yaml", "td3": "examples/pendulum_td3.yaml"}
 COMPRESSED = [
-    "--set", "export.codec=blocks", "--set", "export.per_channel=false",
-    "--set", "compression.prune_every=50", "--set", "compression.window=2",
-    "--set", "compression.s_shift=0.3", "--set", "select_every=0",  # deployed = last
-    "--set", "max_lag_transitions=200",  # publishes during the run, not only at its end
-]  # fmt: skip
+    "--set",
+    "export.codec=blocks",
+    "--set",
+    "export.per_channel=false",
+    "--set",
+    "compression.prune_every=50",
+    "--set",
+    "compression.window=2",
+    "--set",
+    "compression.s_shift=0.3",
+    "--set",
+    "select_every=0",  # deployed = last
+    "--set",
+    "max_lag_transitions=200",  # publishes during the run, not only at its end
+]
 
 
 def zero_blocks(w: np.ndarray, b: int) -> float:
@@ -34,9 +44,18 @@ def zero_blocks(w: np.ndarray, b: int) -> float:
 def test_compressed_run(algo, method, tmp_path, mosquitto_available, cli, tiny_learn):
     run = tmp_path / "run"
     proc = cli(
-        "learn", "--config", CONFIGS[algo], "--out", str(run), *tiny_learn(algo), *COMPRESSED,
-        "--set", f"compression.method={method}", "--set", f"run=gst-{algo}-{method}",
-    )  # fmt: skip
+        "learn",
+        "--config",
+        CONFIGS[algo],
+        "--out",
+        str(run),
+        *tiny_learn(algo),
+        *COMPRESSED,
+        "--set",
+        f"compression.method={method}",
+        "--set",
+        f"run=gst-{algo}-{method}",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     s = json.loads((run / "summary.json").read_text())
     comp = s["compression"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from edge_rl.config import EnergyConfig, run_config_from_dict
+from edge_rl.config import run_config_from_dict
+from edge_rl.telemetry.carbon import EnergyConfig
 
 
 def _cfg(energy: dict):
@@ -13,8 +14,15 @@ def _cfg(energy: dict):
 
 def test_energy_defaults_and_a_full_block():
     assert run_config_from_dict({"env_id": "CartPole-v1"}).energy == EnergyConfig()
-    e = _cfg({"enabled": False, "country_iso_code": "CAN", "region": "ontario",
-              "carbon_intensity_g_per_kwh": 120, "tracking_mode": "machine"}).energy  # fmt: skip
+    e = _cfg(
+        {
+            "enabled": False,
+            "country_iso_code": "CAN",
+            "region": "ontario",
+            "carbon_intensity_g_per_kwh": 120,
+            "tracking_mode": "machine",
+        }
+    ).energy
     assert (e.enabled, e.country_iso_code, e.region) == (False, "CAN", "ontario")
     assert e.carbon_intensity_g_per_kwh == 120 and e.tracking_mode == "machine"
 

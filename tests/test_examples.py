@@ -23,9 +23,15 @@ def test_example_runs_at_a_tiny_budget(example, tmp_path, mosquitto_available, c
     algo = yaml.safe_load(example.read_text())["algo"]
     run = tmp_path / "run"
     proc = cli(
-        "learn", "--config", str(example), "--out", str(run), *tiny_learn(algo),
-        "--set", f"run=smoke-{example.stem}",
-    )  # fmt: skip
+        "learn",
+        "--config",
+        str(example),
+        "--out",
+        str(run),
+        *tiny_learn(algo),
+        "--set",
+        f"run=smoke-{example.stem}",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["algo"] == algo and summary["env_steps"] >= 1200

@@ -15,8 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def table_rows(stdout: str) -> dict[str, dict[str, str]]:
     lines = [x for x in stdout.splitlines() if x.startswith("|")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
-    rows = [dict(zip(header, (c.strip() for c in x.strip("|").split("|")), strict=True))
-            for x in lines[2:]]  # fmt: skip
+    rows = [
+        dict(zip(header, (c.strip() for c in x.strip("|").split("|")), strict=True))
+        for x in lines[2:]
+    ]
     return {r["arm"]: r for r in rows}
 
 
@@ -30,11 +32,26 @@ BENCH_TIMEOUT_S = 420
 def test_gst_benchmark_quick(tmp_path, mosquitto_available):
     out = tmp_path / "gst"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gst.py"), "--config",
-         str(ROOT / "examples" / "cartpole_dqn.yaml"), "--quick", "--out", str(out),
-         "--poll", "2", "--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0"],
-        capture_output=True, text=True, timeout=BENCH_TIMEOUT_S, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gst.py"),
+            "--config",
+            str(ROOT / "examples" / "cartpole_dqn.yaml"),
+            "--quick",
+            "--out",
+            str(out),
+            "--poll",
+            "2",
+            "--set",
+            "dqn.hidden=[32, 32]",
+            "--set",
+            "export.min_greedy_agreement=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BENCH_TIMEOUT_S,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = table_rows(proc.stdout)
     assert set(rows) == {"dense", "iterative", "gst"}

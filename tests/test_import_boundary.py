@@ -9,11 +9,15 @@ import textwrap
 EDGE_MODULES = [
     "edge_rl.types",
     "edge_rl.specs",
-    "edge_rl.edge",
+    "edge_rl.boards",
+    "edge_rl.envs",
+    "edge_rl.wire",
     "edge_rl.transport",
-    "edge_rl.replay",
-    "edge_rl.nodes.actor_node",
-    "edge_rl.fleet.fleet",
+    "edge_rl.runtime",
+    "edge_rl.actor",
+    "edge_rl.learner.ingest",
+    "edge_rl.deploy.doctor",
+    "edge_rl.sim.fleet",
     "edge_rl.cli",
 ]
 
@@ -34,7 +38,7 @@ SCRIPT = textwrap.dedent(
             importlib.import_module(info.name)
     # The actor command itself, as a board runs it (--help parses and imports the command).
     from click.testing import CliRunner
-    from edge_rl.cli import main
+    from edge_rl.cli.main import main
     for command in ("actor", "doctor"):  # what a board runs
         result = CliRunner().invoke(main, [command, "--help"])
         assert result.exit_code == 0, result.output

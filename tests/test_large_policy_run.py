@@ -14,9 +14,15 @@ import pytest
 from edge_rl.config import run_config_from_dict
 
 BIG = [  # fp32 DQN with 1024-1024 hidden layers: ~4.2 MB .tflite, ~3.9 MB after zlib
-    "--set", "dqn.hidden=[1024, 1024]", "--set", "export.precision=fp32",
-    "--set", "transport.max_packet_bytes=6000000", "--set", "run=big-policy",
-]  # fmt: skip
+    "--set",
+    "dqn.hidden=[1024, 1024]",
+    "--set",
+    "export.precision=fp32",
+    "--set",
+    "transport.max_packet_bytes=6000000",
+    "--set",
+    "run=big-policy",
+]
 
 
 @pytest.mark.slow
@@ -25,9 +31,16 @@ def test_policy_past_two_megabytes_is_published_and_loaded(
 ):
     run = tmp_path / "run"
     proc = cli(
-        "learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
-        *tiny_learn("dqn"), *BIG, "--set", "max_lag_transitions=200",
-    )  # fmt: skip
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        *tiny_learn("dqn"),
+        *BIG,
+        "--set",
+        "max_lag_transitions=200",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "not published" not in proc.stderr
     s = json.loads((run / "summary.json").read_text())

@@ -36,8 +36,18 @@ def test_example_learns_with_its_parity_gates_on(mosquitto_available, cli, tmp_p
     assert gate >= 0.8  # the example's own gate, not a smoke run's 0
 
     run = tmp_path / "run"
-    r = cli("learn", "--config", str(EXAMPLE), "--seed", "0", "--out", str(run), *BUDGET,
-            "--json", timeout=420)  # fmt: skip
+    r = cli(
+        "learn",
+        "--config",
+        str(EXAMPLE),
+        "--seed",
+        "0",
+        "--out",
+        str(run),
+        *BUDGET,
+        "--json",
+        timeout=420,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     # --json: stdout is the summary and nothing else (the short result is left out).

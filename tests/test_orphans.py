@@ -17,14 +17,14 @@ import threading
 import time
 from pathlib import Path
 
-from edge_rl.transport.topics import Topics
+from edge_rl.wire.topics import Topics
 
 PARENT = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from edge_rl.fleet.fleet import Fleet, board_file
-    from edge_rl.transport.broker import EmbeddedBroker
+    from edge_rl.sim.fleet import Fleet, board_file
+    from edge_rl.broker.embedded import EmbeddedBroker
 
     broker = EmbeddedBroker(kind="mosquitto").start()
     fleet = Fleet(1, board_file("rpi4"), broker.url, "CartPole-v1", run="orphans",
@@ -81,9 +81,9 @@ def test_broker_and_fleet_exit_when_the_learner_is_killed(
 def test_an_actor_told_to_stop_does_not_wait_for_its_broker(policy_keys):
     """SIGTERM calls ``node.stop()``; with no broker to connect to, the actor must
     not sit out its 30 s connect wait first (a fleet whose learner died would linger)."""
-    from edge_rl.edge.board import BoardConfig
-    from edge_rl.nodes.actor_node import ActorNode, ActorOptions
-    from edge_rl.transport.broker import free_port
+    from edge_rl.actor.node import ActorNode, ActorOptions
+    from edge_rl.boards import BoardConfig
+    from edge_rl.transport.address import free_port
 
     url = f"mqtt://127.0.0.1:{free_port()}"  # nothing listens there
     opts = ActorOptions("a0", "CartPole-v1", url, policy_key=str(policy_keys[1]))

@@ -35,8 +35,12 @@ def test_the_unit_is_run_as_systemd_would(tmp_path) -> None:
     path = tmp_path / "a.service"
     path.write_text(UNIT)
     s = unit.read_service(path)
-    assert s.exec_start == ["/opt/edge-rl/venv/bin/edge-rl", "actor", "--config",
-                            "/etc/edge-rl/board.yaml"]  # fmt: skip
+    assert s.exec_start == [
+        "/opt/edge-rl/venv/bin/edge-rl",
+        "actor",
+        "--config",
+        "/etc/edge-rl/board.yaml",
+    ]
     assert s.user == "edge-rl" and s.working_directory == "/var/lib/edge-rl"
     assert s.environment == {"PYTHONUNBUFFERED": "1", "A": "b c", "D": "e"}
     assert unit.command(s)[:2] == ["env", "--chdir=/var/lib/edge-rl"]
@@ -73,9 +77,12 @@ def test_the_board_sees_plain_cpu_files(tmp_path) -> None:
 
 def test_any_change_to_the_recipe_is_a_new_rootfs() -> None:
     base = rootfs.Recipe()
-    others = [rootfs.Recipe(suite="trixie"), rootfs.Recipe(packages=(*base.packages, "git")),
-              rootfs.Recipe(mirror="http://example.invalid/debian"),
-              rootfs.Recipe(version=base.version + 1)]  # fmt: skip
+    others = [
+        rootfs.Recipe(suite="trixie"),
+        rootfs.Recipe(packages=(*base.packages, "git")),
+        rootfs.Recipe(mirror="http://example.invalid/debian"),
+        rootfs.Recipe(version=base.version + 1),
+    ]
     names = {r.tarball_name() for r in others}
     assert base.tarball_name() not in names and len(names) == len(others)
     assert rootfs.Recipe().key == base.key  # and none without a change

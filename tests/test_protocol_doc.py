@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_rl.edge.board import BoardConfig
-from edge_rl.transport import codec
+from edge_rl.boards import BoardConfig
 from edge_rl.types import ActorState, ActorStatus
+from edge_rl.wire.envelope import MAGIC_STATUS, MAGIC_TRANSITIONS, SCHEMA_VERSION, CodecError
+from edge_rl.wire.messages import decode_status
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 # Board-file keys that do not touch the wire: named in the text, not in the table.
@@ -141,9 +142,7 @@ def _decode(header: dict) -> ActorStatus:
     """Decode a status whose header is ``header`` as JSON, inf written as ``Infinity``
     (which a sender must not send, and the decoder must refuse)."""
     h = json.dumps(header).encode()
-    return codec.decode_status(
-        struct.pack("<4sHI", codec.MAGIC_STATUS, codec.SCHEMA_VERSION, len(h)) + h
-    )
+    return decode_status(struct.pack("<4sHI", MAGIC_STATUS, SCHEMA_VERSION, len(h)) + h)
 
 
 def test_the_status_table_lists_every_field_once():
@@ -161,7 +160,7 @@ def test_each_status_field_is_required_or_has_the_documented_default(row):
     assert (row["required"] == "yes") == (actual is _MISSING)
     assert _same(_value(row["default"]), actual), f"{name}: doc {row['default']}, code {actual!r}"
     if actual is _MISSING:  # the decoder refuses a status without it
-        with pytest.raises(codec.CodecError):
+        with pytest.raises(CodecError):
             _decode({k: v for k, v in REQUIRED_HEADER.items() if k != name})
     else:  # and fills in the default when it is left out
         assert _same(getattr(_decode(REQUIRED_HEADER), name), actual)
@@ -190,7 +189,7 @@ def test_each_status_field_s_type_column_is_what_the_decoder_enforces(row):
     for v in good:
         _decode({**REQUIRED_HEADER, name: v})
     for v in bad:
-        with pytest.raises(codec.CodecError):
+        with pytest.raises(CodecError):
             _decode({**REQUIRED_HEADER, name: v})
 
 
@@ -213,5 +212,5 @@ def test_the_worked_example_s_prefix_is_what_the_encoder_writes():
     m = re.search(r"^00000000  ((?:[0-9a-f]{2} ){10})", DOC, re.M)
     assert m, "no worked-example hexdump in docs/protocol.md"
     magic, version, h = struct.unpack("<4sHI", bytes.fromhex(m.group(1)))
-    assert (magic, version) == (codec.MAGIC_TRANSITIONS, codec.SCHEMA_VERSION)
+    assert (magic, version) == (MAGIC_TRANSITIONS, SCHEMA_VERSION)
     assert f"ver={version}  H={h}" in DOC

@@ -17,14 +17,39 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 5_000
 SHORT = [
-    "--fleet", "2", "--board", "rpi5", "--set", "run=resume-cli",
-    "--set", f"total_env_steps={BUDGET}", "--set", "learning_starts=400",
-    "--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0",
-    "--set", "export.every_updates=100", "--set", "export.calibration_size=50",
-    "--set", "export.parity_size=50", "--set", "select_every=2", "--set", "select_episodes=1",
-    "--set", "select_recheck=0", "--set", "eval_episodes=2",
-    "--set", "checkpoint.every_s=0", "--set", "checkpoint.every_env_steps=800",
-]  # fmt: skip
+    "--fleet",
+    "2",
+    "--board",
+    "rpi5",
+    "--set",
+    "run=resume-cli",
+    "--set",
+    f"total_env_steps={BUDGET}",
+    "--set",
+    "learning_starts=400",
+    "--set",
+    "dqn.hidden=[32, 32]",
+    "--set",
+    "export.min_greedy_agreement=0",
+    "--set",
+    "export.every_updates=100",
+    "--set",
+    "export.calibration_size=50",
+    "--set",
+    "export.parity_size=50",
+    "--set",
+    "select_every=2",
+    "--set",
+    "select_episodes=1",
+    "--set",
+    "select_recheck=0",
+    "--set",
+    "eval_episodes=2",
+    "--set",
+    "checkpoint.every_s=0",
+    "--set",
+    "checkpoint.every_env_steps=800",
+]
 
 
 def _children(pid: int) -> list[int]:
@@ -62,8 +87,17 @@ def test_kill_9_then_resume_ends_at_the_budget_with_versions_going_on(
     tmp_path, mosquitto_available, setpriv_available, cli
 ):
     run = tmp_path / "run"
-    argv = [sys.executable, "-m", "edge_rl.cli", "learn", "--config",
-            "examples/cartpole_dqn.yaml", "--out", str(run), *SHORT]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        *SHORT,
+    ]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     children: list[int] = []
     try:
@@ -125,9 +159,21 @@ def test_boards_that_keep_running_see_the_learner_come_back(
     resumed learner's policies (new versions) and stop at its budget."""
     run, url = tmp_path / "run", fresh_mosquitto.url
     flags = [x for x in SHORT if x not in ("--fleet", "2", "--board", "rpi5")]
-    argv = [sys.executable, "-m", "edge_rl.cli", "learn", "--config",
-            "examples/cartpole_dqn.yaml", "--out", str(run), "--broker", url, "--fleet", "0",
-            *flags]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        "--broker",
+        url,
+        "--fleet",
+        "0",
+        *flags,
+    ]
     learner = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     fleet = None
     try:
@@ -135,12 +181,31 @@ def test_boards_that_keep_running_see_the_learner_come_back(
         while not (run / "signing.pub").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         fleet = subprocess.Popen(
-            [sys.executable, "-m", "edge_rl.cli", "fleet", "--broker", url, "--env",
-             "CartPole-v1", "-n", "2", "--board", "rpi5", "--run", "resume-cli",
-             "--policy-key", str(run / "signing.pub"), "--log-dir", str(tmp_path / "boards")],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "edge_rl.cli",
+                "fleet",
+                "--broker",
+                url,
+                "--env",
+                "CartPole-v1",
+                "-n",
+                "2",
+                "--board",
+                "rpi5",
+                "--run",
+                "resume-cli",
+                "--policy-key",
+                str(run / "signing.pub"),
+                "--log-dir",
+                str(tmp_path / "boards"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and learner.poll() is None:
             header = _header(run)

@@ -26,6 +26,7 @@ from edge_rl.compress.circulant import expand_circulant, project_to_block_circul
 from edge_rl.compress.config import CompressionConfig
 from edge_rl.compress.controller import RewardAwareController, RewardAwareSchedule
 from edge_rl.compress.kernels import KernelConstraint
+from edge_rl.compress.phase_change import transition
 from edge_rl.compress.plan import (
     CirculantLayer,
     CompressionRatios,
@@ -36,7 +37,6 @@ from edge_rl.compress.plan import (
     compression_ratios,
 )
 from edge_rl.compress.schedule import PolynomialSchedule, Schedule
-from edge_rl.compress.transition import transition
 
 log = logging.getLogger(__name__)
 
@@ -69,20 +69,25 @@ class Compressor:
                 f"{network.name}: compression keeps the first and last layers dense and needs "
                 f"at least one layer between them (two hidden layers), got {len(dense)} layers"
             )
-        self.config, self.total_updates = config, max(1, int(total_updates))
+        self.config = config
+        self.total_updates = max(1, int(total_updates))
         self.layers = [
             Layer(d.name, *d.kernel.shape, compressed=0 < i < len(dense) - 1)
             for i, d in enumerate(dense)
         ]
         kernels = [d.kernel for d, rec in zip(dense, self.layers, strict=True) if rec.compressed]
         gst = config.method == "gst"
-        self.plan = GSTPlan(
-            self.total_updates,
-            config.s_shift,
-            config.block_size,
-            config.transition_method,
-            config.pruning_block_size,
-        ) if gst else None  # fmt: skip
+        self.plan = (
+            GSTPlan(
+                self.total_updates,
+                config.s_shift,
+                config.block_size,
+                config.transition_method,
+                config.pruning_block_size,
+            )
+            if gst
+            else None
+        )
         # Raises ValueError for a kernel whose dims the blocks do not divide.
         self.constraint = KernelConstraint(
             kernels, config.block_size if gst else None, config.pruning_block
@@ -143,9 +148,11 @@ class Compressor:
             )
             log.info(
                 "GST controller: %s -> target sparsity %.2f (window %.1f, best %.1f)",
-                decision.action.value, decision.target_sparsity,
-                decision.window_mean, decision.best_mean,
-            )  # fmt: skip
+                decision.action.value,
+                decision.target_sparsity,
+                decision.window_mean,
+                decision.best_mean,
+            )
 
     # --- what is logged -----------------------------------------------------------------
 
@@ -194,7 +201,7 @@ class Compressor:
             "updates": self.step,
         }
 
-    # --- durable runs (edge_rl/nodes/durable.py) -----------------------------------------
+    # --- durable runs (edge_rl/learner/durable.py) -----------------------------------------
 
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The masks and the circulant flag (arrays), and the schedule's and controller's
@@ -202,21 +209,28 @@ class Compressor:
         arrays = {f"mask/{i}": m.numpy() for i, m in enumerate(self.constraint.masked.masks)}
         arrays["circulant"] = np.asarray(self.constraint.circulant.numpy())
         meta = {
-            "step": self.step, "ratio_sum": self._ratio_sum, "mask_updates": self.mask_updates,
-            "transition_step": self.transition_step, "transition_shift": self.transition_shift,
+            "step": self.step,
+            "ratio_sum": self._ratio_sum,
+            "mask_updates": self.mask_updates,
+            "transition_step": self.transition_step,
+            "transition_shift": self.transition_shift,
             "decisions": self.decisions,
             "controller": self.controller.state() if self.controller is not None else None,
-        }  # fmt: skip
+        }
         return arrays, meta
 
     def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         for i, mask in enumerate(self.constraint.masked.masks):
             mask.assign(arrays[f"mask/{i}"])
         self.constraint.circulant.assign(bool(arrays["circulant"]))
-        self.step, self._ratio_sum = int(meta["step"]), float(meta["ratio_sum"])
-        self.mask_updates, self.decisions = int(meta["mask_updates"]), list(meta["decisions"])
-        self.transition_step, self.transition_shift = meta["transition_step"], meta[
-            "transition_shift"]  # fmt: skip
+        self.step = int(meta["step"])
+        self._ratio_sum = float(meta["ratio_sum"])
+        self.mask_updates = int(meta["mask_updates"])
+        self.decisions = list(meta["decisions"])
+        self.transition_step, self.transition_shift = (
+            meta["transition_step"],
+            meta["transition_shift"],
+        )
         if self.controller is not None:
             self.controller.load_state(meta["controller"])
         self._ratios = None
@@ -242,9 +256,11 @@ class Compressor:
         for kernel, mask in zip(self.constraint.kernels, self.constraint.masked.masks, strict=True):
             vectors = project_to_block_circulant(kernel.numpy(), b)  # [in/b, out/b, b]
             t = transition(
-                vectors, self.plan.method, self.plan.pruning_block_size,
+                vectors,
+                self.plan.method,
+                self.plan.pruning_block_size,
                 initial_sparsity=self.controller.target_sparsity,
-            )  # fmt: skip
+            )
             kernel.assign(t.kernel * t.mask)
             mask.assign(t.mask)
             shifts.append(t.relative_shift)
@@ -254,9 +270,13 @@ class Compressor:
         self.transition_shift = round(float(np.mean(shifts)), 4)
         log.info(
             "GST transition at update %d: %s, %.0f %% of %dx%d blocks pruned, relative shift %.3f",
-            self.step, self.plan.method.value, 100 * self.controller.target_sparsity,
-            self.plan.pruning_block_size, self.plan.pruning_block_size, self.transition_shift,
-        )  # fmt: skip
+            self.step,
+            self.plan.method.value,
+            100 * self.controller.target_sparsity,
+            self.plan.pruning_block_size,
+            self.plan.pruning_block_size,
+            self.transition_shift,
+        )
 
 
 def _polynomial(config: CompressionConfig, total: int) -> PolynomialSchedule:

@@ -104,15 +104,23 @@ class RewardAwareController:
         return decision
 
     def state(self) -> dict:
-        """JSON-able, for a checkpoint (edge_rl/nodes/durable.py)."""
+        """JSON-able, for a checkpoint (edge_rl/learner/durable.py)."""
         p = self._previous
-        previous = None if p is None else [p.action.value, p.target_sparsity, p.window_mean,
-                                           p.best_mean, p.gap]  # fmt: skip
-        return {"target": self._target, "returns": list(self._returns), "best": self._best,
-                "previous": previous}  # fmt: skip
+        previous = (
+            None
+            if p is None
+            else [p.action.value, p.target_sparsity, p.window_mean, p.best_mean, p.gap]
+        )
+        return {
+            "target": self._target,
+            "returns": list(self._returns),
+            "best": self._best,
+            "previous": previous,
+        }
 
     def load_state(self, state: dict) -> None:
-        self._target, self._best = state["target"], state["best"]
+        self._target = state["target"]
+        self._best = state["best"]
         self._returns = list(state["returns"])
         p = state["previous"]
         self._previous = None if p is None else ControllerDecision(Action(p[0]), *p[1:])

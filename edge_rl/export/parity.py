@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.export.tflite import ExportedModel
+from edge_rl.runtime.litert import TFLitePolicy
 
 
 def _both(

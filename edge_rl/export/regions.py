@@ -1,6 +1,6 @@
 """Where the FULLY_CONNECTED weight matrices lie inside a ``.tflite`` flatbuffer (host only).
 
-The "blocks" model codec (``edge_rl.transport.blocks``) needs, for every Dense kernel, the
+The "blocks" model codec (``edge_rl.wire.blocks``) needs, for every Dense kernel, the
 byte offset of its constant data in the model, its shape and dtype::
 
     regions = weight_regions(exported.tflite)
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_rl.transport.blocks import DTYPES, Region
+from edge_rl.wire.blocks import DTYPES, Region
 
 _TENSOR_TYPES = {0: "float32", 1: "float16", 9: "int8"}  # schema TensorType -> Region.dtype
 _BUFFER_DATA_FIELD = 4  # vtable offset of Buffer.data (first field), as in Buffer.Data()

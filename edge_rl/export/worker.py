@@ -67,7 +67,8 @@ class ExportWorker:
     def __init__(
         self, start_timeout: float = START_TIMEOUT_S, call_timeout: float = CALL_TIMEOUT_S
     ) -> None:
-        self.start_timeout, self.call_timeout = start_timeout, call_timeout
+        self.start_timeout = start_timeout
+        self.call_timeout = call_timeout
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._requests = self._replies = -1  # our ends of the two pipes
@@ -154,7 +155,8 @@ class ExportWorker:
         finally:
             os.close(child_requests)  # else the child never sees EOF when this process dies
             os.close(child_replies)  # else a dead child's replies never reach EOF
-        self._requests, self._replies = requests, replies
+        self._requests = requests
+        self._replies = replies
         os.set_blocking(requests, False)  # writes are bounded by a deadline (see _write)
         self.starts += 1
         try:

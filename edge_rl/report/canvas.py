@@ -18,9 +18,10 @@ SPARSE_POINTS = 30  # fewer finite points than this: draw markers as well as the
 
 # 300000 -> "300k", 1500000 -> "1.5M": matplotlib's default is "3" with "1e5" in a corner.
 STEPS = FuncFormatter(
-    lambda x, _: f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3
-    else f"{x:g}"
-)  # fmt: skip
+    lambda x, _: (
+        f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3 else f"{x:g}"
+    )
+)
 
 
 def figure(height: float = 4.8, ncols: int = 1) -> tuple[Figure, list[Axes]]:

@@ -38,10 +38,18 @@ LEARNER_BUCKETS = {
     "idle": "idle (no update due, waiting)",
 }
 COLOURS = {
-    "env_step": "#1f77b4", "inference": "#ff7f0e", "exploration": "#2ca02c",
-    "publish": "#d62728", "emulation": "#9467bd", "setup": "#8c564b", "updates": "#17becf",
-    "export": "#e377c2", "evaluate": "#bcbd22", "other": "#c5b0d5", "idle": "#d9d9d9",
-}  # fmt: skip
+    "env_step": "#1f77b4",
+    "inference": "#ff7f0e",
+    "exploration": "#2ca02c",
+    "publish": "#d62728",
+    "emulation": "#9467bd",
+    "setup": "#8c564b",
+    "updates": "#17becf",
+    "export": "#e377c2",
+    "evaluate": "#bcbd22",
+    "other": "#c5b0d5",
+    "idle": "#d9d9d9",
+}
 EXTRA_COLOURS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c49c94", "#f7b6d2")
 LABEL_MIN_SHARE = 0.06  # a segment narrower than this share of the axis: no number inside
 ZOOM_BELOW_PERCENT = 50.0  # every run busy for less of its wall: add a panel zoomed on busy
@@ -69,11 +77,13 @@ def fleet_breakdown(runs: Sequence[Run]) -> Figure | None:
         return b.fleet_total, f"{actors} · busy {b.fleet_total.busy_percent():.1f} %"
 
     return _shares(
-        runs, pick, FLEET_BUCKETS,
+        runs,
+        pick,
+        FLEET_BUCKETS,
         skip=SLOT_BUCKETS,  # the policy slot's thread: beside the loop, outside its wall
         what="where the fleet's actor loops spend their time",
         xlabel="share of loop wall time (%)\n100 % = every actor's loop wall time, summed",
-    )  # fmt: skip
+    )
 
 
 def learner_breakdown(runs: Sequence[Run]) -> Figure | None:
@@ -87,18 +97,22 @@ def learner_breakdown(runs: Sequence[Run]) -> Figure | None:
         return main, f"wall {main.wall / 60:.1f} min · busy {main.busy_percent():.1f} %"
 
     return _shares(
-        runs, pick, LEARNER_BUCKETS,
+        runs,
+        pick,
+        LEARNER_BUCKETS,
         skip=(),
         what="where the learner's main thread spends its time",
         xlabel="share of the main thread's wall time (%)\n100 % = from its start to its last lap",
-    )  # fmt: skip
+    )
 
 
 def energy(runs: Sequence[Run]) -> Figure | None:
     """kWh and kg CO2e of the learner host (measured) and the fleet (power model)."""
-    rows = [(i, label, run.summary.energy) for i, (run, label) in
-            enumerate(zip(runs, run_labels(list(runs)), strict=True))
-            if run.summary.energy is not None]  # fmt: skip
+    rows = [
+        (i, label, run.summary.energy)
+        for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True))
+        if run.summary.energy is not None
+    ]
     if not rows:
         return None
     fig, (kwh_ax, co2_ax) = figure(height=2.4 + 0.8 * len(rows), ncols=2)
@@ -110,8 +124,9 @@ def energy(runs: Sequence[Run]) -> Figure | None:
     kwh_ax.set_xlabel(f"energy ({kwh_unit})")
     co2_ax.set_xlabel(f"emissions ({co2_unit} CO2e)\n= energy × the grid's carbon intensity")
     kwh_ax.set_title("energy")
-    grids = sorted({(e.country, e.g_co2e_per_kwh) for e in energies
-                    if e.g_co2e_per_kwh is not None}, key=str)  # fmt: skip
+    grids = sorted(
+        {(e.country, e.g_co2e_per_kwh) for e in energies if e.g_co2e_per_kwh is not None}, key=str
+    )
     co2_ax.set_title("carbon")
     if len(grids) == 1:
         co2_ax.set_title(f"carbon ({grids[0][0]} grid, {grids[0][1]:.0f} g CO2e/kWh)")
@@ -119,26 +134,36 @@ def energy(runs: Sequence[Run]) -> Figure | None:
         co2_ax.set_title("carbon (grids differ by run: see report.md)")
     fig.suptitle(env_title(runs, "energy and carbon of the learner host and the fleet"))
     # One legend entry per method: runs measured the same way share it.
-    handles = [Patch(color=LEARNER_COLOUR, label=_wrap(f"learner host: {m}"))
-               for m in dict.fromkeys(e.learner.method for e in energies)]  # fmt: skip
-    handles += [Patch(color=FLEET_COLOUR, label=_wrap(f"fleet: {m}"))
-                for m in dict.fromkeys(e.fleet.method for e in energies)]  # fmt: skip
+    handles = [
+        Patch(color=LEARNER_COLOUR, label=_wrap(f"learner host: {m}"))
+        for m in dict.fromkeys(e.learner.method for e in energies)
+    ]
+    handles += [
+        Patch(color=FLEET_COLOUR, label=_wrap(f"fleet: {m}"))
+        for m in dict.fromkeys(e.fleet.method for e in energies)
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncols=1, frameon=False, fontsize=8)
     return fig
 
 
 def _shares(
-    runs: Sequence[Run], pick: Pick, names: dict[str, str], skip: Sequence[str], what: str,
+    runs: Sequence[Run],
+    pick: Pick,
+    names: dict[str, str],
+    skip: Sequence[str],
+    what: str,
     xlabel: str,
-) -> Figure | None:  # fmt: skip
+) -> Figure | None:
     """One horizontal bar per run: each bucket's % of the clock's wall, stacked to 100 %.
 
     When every run is mostly idle (an actor waiting for its credit), a second panel zooms
     on the busy buckets, which would otherwise be slivers beside a 95 % idle bar.
     """
-    rows = [(i, f"{label}\n{picked[1]}", picked[0]) for i, (run, label) in
-            enumerate(zip(runs, run_labels(list(runs)), strict=True))
-            if (picked := pick(run)) is not None and picked[0].wall > 0]  # fmt: skip
+    rows = [
+        (i, f"{label}\n{picked[1]}", picked[0])
+        for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True))
+        if (picked := pick(run)) is not None and picked[0].wall > 0
+    ]
     if not rows:
         return None
     # Known buckets in their order, then any that a newer run adds; idle last, the remainder.
@@ -159,15 +184,26 @@ def _shares(
         axes[1].set_title("zoom on the busy buckets")
         fig.suptitle(env_title(runs, what))
     handles, _ = axes[0].get_legend_handles_labels()
-    finish(fig, axes[0], "all buckets" if zoom else env_title(runs, what), xlabel, RUN_AXIS,
-           handles=handles, ncols=3)  # fmt: skip
+    finish(
+        fig,
+        axes[0],
+        "all buckets" if zoom else env_title(runs, what),
+        xlabel,
+        RUN_AXIS,
+        handles=handles,
+        ncols=3,
+    )
     return fig
 
 
 def _stack(
-    ax: Axes, clocks: list[Clock], buckets: list[str], colours: dict[str, str],
-    names: dict[str, str] | None, full: float,
-) -> None:  # fmt: skip
+    ax: Axes,
+    clocks: list[Clock],
+    buckets: list[str],
+    colours: dict[str, str],
+    names: dict[str, str] | None,
+    full: float,
+) -> None:
     """Each clock's bar (row n for clocks[n]): its buckets' % of wall, left to right, on an
     axis ``full`` % long; a segment's % is written inside it when it is wide enough.
     ``names``: the legend's text per bucket (None: this axis adds nothing to the legend)."""
@@ -175,8 +211,15 @@ def _stack(
     for bucket in buckets:
         widths = [c.percent(bucket) for c in clocks]
         label = (names.get(bucket, bucket)) if names is not None else "_nolegend_"
-        bars = ax.barh(range(len(clocks)), widths, left=left, height=0.6, edgecolor="white",
-                       color=colours[bucket], label=label)  # fmt: skip
+        bars = ax.barh(
+            range(len(clocks)),
+            widths,
+            left=left,
+            height=0.6,
+            edgecolor="white",
+            color=colours[bucket],
+            label=label,
+        )
         fmt = "{:.0f}" if full >= 20 else "{:.1f}"
         texts = [fmt.format(w) if w >= LABEL_MIN_SHARE * full else "" for w in widths]
         ax.bar_label(bars, texts, label_type="center", fontsize=8)
@@ -197,8 +240,9 @@ def _pairs(
     largest = max((v for pair in pairs for v in pair if v is not None), default=0.0)
     unit, factor = next(((u, f) for u, f in units if largest * f >= 1), units[-1])
     for row, pair in enumerate(pairs):
-        for value, shift, colour in zip(pair, (-0.2, 0.2), (LEARNER_COLOUR, FLEET_COLOUR),
-                                        strict=True):  # fmt: skip
+        for value, shift, colour in zip(
+            pair, (-0.2, 0.2), (LEARNER_COLOUR, FLEET_COLOUR), strict=True
+        ):
             if value is None:  # not measured, or no carbon intensity: say so, draw nothing
                 ax.text(0, row + shift, " not recorded", va="center", fontsize=8, color="0.3")
                 continue

@@ -11,10 +11,28 @@ from edge_rl.report.runs import Run, RunSummary
 
 NONE = "–"  # a value the run did not record
 
-COLUMNS = ("run", "env", "algo", "precision", "seed", "env steps", "updates", "wall time",
-           "final return ± std", "policy bytes / payload bytes", "exports failed")  # fmt: skip
-COST_COLUMNS = ("run", "learner host kWh", "fleet kWh", "learner host kg CO2e", "fleet kg CO2e",
-                "grid g CO2e/kWh", "fleet busy")  # fmt: skip
+COLUMNS = (
+    "run",
+    "env",
+    "algo",
+    "precision",
+    "seed",
+    "env steps",
+    "updates",
+    "wall time",
+    "final return ± std",
+    "policy bytes / payload bytes",
+    "exports failed",
+)
+COST_COLUMNS = (
+    "run",
+    "learner host kWh",
+    "fleet kWh",
+    "learner host kg CO2e",
+    "fleet kg CO2e",
+    "grid g CO2e/kWh",
+    "fleet busy",
+)
 
 
 def render(runs: Sequence[Run], plots: Sequence[Plot]) -> str:
@@ -57,8 +75,13 @@ def _costs(runs: Sequence[Run]) -> list[str]:
     rows = [r for r in runs if r.summary.energy or r.summary.runtime_breakdown]
     if not rows:
         return []
-    lines = ["", "## Energy and fleet load", "", _row(COST_COLUMNS),
-             _row(["---"] * len(COST_COLUMNS))]  # fmt: skip
+    lines = [
+        "",
+        "## Energy and fleet load",
+        "",
+        _row(COST_COLUMNS),
+        _row(["---"] * len(COST_COLUMNS)),
+    ]
     lines += [_row(_cost_cells(run)) for run in rows]
     lines += [
         "",
@@ -89,11 +112,16 @@ def _energy_notes(energies: list[tuple[str, Energy]]) -> list[str]:
     """How each figure was obtained, once per method; runs named when methods differ."""
     methods: dict[str, list[str]] = {}
     for name, e in energies:
-        grid = (f"{e.g_co2e_per_kwh:g} g CO2e/kWh" if e.g_co2e_per_kwh is not None
-                else "no carbon intensity")  # fmt: skip
-        for line in (f"learner host: {e.learner.method}",
-                     f"fleet: {e.fleet.method}, {_count(e.fleet.actors, 'actor')} priced",
-                     f"grid ({e.country}): {grid}, {e.intensity_source}"):  # fmt: skip
+        grid = (
+            f"{e.g_co2e_per_kwh:g} g CO2e/kWh"
+            if e.g_co2e_per_kwh is not None
+            else "no carbon intensity"
+        )
+        for line in (
+            f"learner host: {e.learner.method}",
+            f"fleet: {e.fleet.method}, {_count(e.fleet.actors, 'actor')} priced",
+            f"grid ({e.country}): {grid}, {e.intensity_source}",
+        ):
             methods.setdefault(line, []).append(name)
         if e.learner.missing:
             methods.setdefault(f"learner host not measured: {e.learner.missing}", []).append(name)

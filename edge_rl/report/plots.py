@@ -42,8 +42,13 @@ def return_vs_env_steps(runs: Sequence[Run]) -> Figure:
     for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
         curve(ax, run.metrics.env_steps, run.metrics.recent_return, i, label)
     ax.xaxis.set_major_formatter(STEPS)
-    finish(fig, ax, env_title(runs, "training return against env steps"),
-            "env steps (all actors)", RETURN_LABEL)  # fmt: skip
+    finish(
+        fig,
+        ax,
+        env_title(runs, "training return against env steps"),
+        "env steps (all actors)",
+        RETURN_LABEL,
+    )
     return fig
 
 
@@ -52,16 +57,23 @@ def return_vs_wall_time(runs: Sequence[Run]) -> Figure:
     fig, (ax,) = figure()
     for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True)):
         curve(ax, run.metrics.wall_s / 60, run.metrics.recent_return, i, label)
-    finish(fig, ax, env_title(runs, "training return against wall time"),
-            "wall time since the learner started (min)", RETURN_LABEL)  # fmt: skip
+    finish(
+        fig,
+        ax,
+        env_title(runs, "training return against wall time"),
+        "wall time since the learner started (min)",
+        RETURN_LABEL,
+    )
     return fig
 
 
 def selection_scores(runs: Sequence[Run]) -> Figure | None:
     """Greedy return of the published policies that model selection scored, if any."""
-    scored = [(i, run, label) for i, (run, label) in
-              enumerate(zip(runs, run_labels(list(runs)), strict=True))
-              if run.summary.selection_scores]  # fmt: skip
+    scored = [
+        (i, run, label)
+        for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True))
+        if run.summary.selection_scores
+    ]
     if not scored:
         return None
     points = {i: run.selection() for i, run, _ in scored}
@@ -78,8 +90,13 @@ def selection_scores(runs: Sequence[Run]) -> Figure | None:
         xlabel = "env steps when the policy was published (all actors)"
     else:
         xlabel = "policy version"
-    finish(fig, ax, env_title(runs, "greedy return of published policies (model selection)"),
-            xlabel, "greedy return\n(mean of selection episodes)")  # fmt: skip
+    finish(
+        fig,
+        ax,
+        env_title(runs, "greedy return of published policies (model selection)"),
+        xlabel,
+        "greedy return\n(mean of selection episodes)",
+    )
     return fig
 
 
@@ -92,27 +109,37 @@ def final_return(runs: Sequence[Run]) -> Figure:
         if mean is None:  # the run ended before its final evaluation
             ticks.append(f"{label}\nnot evaluated")
             continue
-        ax.barh(i, mean, xerr=std, color=f"C{i}", capsize=6, height=0.6,
-                error_kw={"elinewidth": 1.5})  # fmt: skip
+        ax.barh(
+            i, mean, xerr=std, color=f"C{i}", capsize=6, height=0.6, error_kw={"elinewidth": 1.5}
+        )
         # The value goes under the run's name: text beside a bar can run off the axes.
         ticks.append(f"{label}\n{mean:.1f}" + (f" ± {std:.1f}" if std is not None else ""))
     ax.set_yticks(range(len(runs)), ticks)
     ax.invert_yaxis()  # first run on top, as listed on the command line
     ax.axvline(0, color="0.3", linewidth=0.8)
     ax.grid(axis="y", visible=False)
-    handles = [Patch(color="0.6", label="mean over the final greedy evaluation episodes"),
-               Line2D([], [], color="k", marker="|", markersize=10, label="± 1 std")]  # fmt: skip
-    finish(fig, ax, env_title(runs, "final return of the deployed policy"),
-            "return (sum of rewards per episode)", "run (precision, seed)\nfinal return ± std",
-            handles=handles)  # fmt: skip
+    handles = [
+        Patch(color="0.6", label="mean over the final greedy evaluation episodes"),
+        Line2D([], [], color="k", marker="|", markersize=10, label="± 1 std"),
+    ]
+    finish(
+        fig,
+        ax,
+        env_title(runs, "final return of the deployed policy"),
+        "return (sum of rewards per episode)",
+        "run (precision, seed)\nfinal return ± std",
+        handles=handles,
+    )
     return fig
 
 
 def compression_over_training(runs: Sequence[Run]) -> Figure | None:
     """Compression ratio of each published policy (GST / iterative pruning runs)."""
-    rows = [(i, run, label) for i, (run, label) in
-            enumerate(zip(runs, run_labels(list(runs)), strict=True))
-            if any(p.compression is not None for p in run.publishes)]  # fmt: skip
+    rows = [
+        (i, run, label)
+        for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True))
+        if any(p.compression is not None for p in run.publishes)
+    ]
     if not rows:
         return None
     fig, (ax,) = figure()
@@ -122,16 +149,23 @@ def compression_over_training(runs: Sequence[Run]) -> Figure | None:
         curve(ax, x, np.array([100 * p.compression for p in pubs]), i, label)
     ax.xaxis.set_major_formatter(STEPS)
     ax.set_ylim(0, 100)
-    finish(fig, ax, env_title(runs, "compression of each published policy"),
-            "env steps when the policy was published (all actors)",
-            "compression ratio (%)\n(1 - stored / dense kernel entries)")  # fmt: skip
+    finish(
+        fig,
+        ax,
+        env_title(runs, "compression of each published policy"),
+        "env steps when the policy was published (all actors)",
+        "compression ratio (%)\n(1 - stored / dense kernel entries)",
+    )
     return fig
 
 
 def policy_bytes(runs: Sequence[Run]) -> Figure | None:
     """Payload bytes of every broadcast policy, on a log scale (what each board receives)."""
-    rows = [(i, run, label) for i, (run, label) in
-            enumerate(zip(runs, run_labels(list(runs)), strict=True)) if run.publishes]  # fmt: skip
+    rows = [
+        (i, run, label)
+        for i, (run, label) in enumerate(zip(runs, run_labels(list(runs)), strict=True))
+        if run.publishes
+    ]
     if not rows:
         return None
     fig, (ax,) = figure()
@@ -142,9 +176,13 @@ def policy_bytes(runs: Sequence[Run]) -> Figure | None:
         curve(ax, x, y, i, f"{label}: {total:.2f} MB in {len(run.publishes)} publishes")
     ax.xaxis.set_major_formatter(STEPS)
     ax.set_yscale("log")
-    finish(fig, ax, env_title(runs, "policy payload per publish"),
-            "env steps when the policy was published (all actors)",
-            "payload on the wire (KB, log scale)")  # fmt: skip
+    finish(
+        fig,
+        ax,
+        env_title(runs, "policy payload per publish"),
+        "env steps when the policy was published (all actors)",
+        "payload on the wire (KB, log scale)",
+    )
     return fig
 
 
@@ -156,7 +194,7 @@ PLOTS: tuple[Plot, ...] = (
         "selection_scores.png",
         "Model selection: greedy return of published policies",
         selection_scores,
-    ),  # fmt: skip
+    ),
     Plot("final_return.png", "Final return (mean ± std)", final_return),
     Plot("compression.png", "Compression of the published policy", compression_over_training),
     Plot("policy_bytes.png", "Policy bytes on the wire", policy_bytes),

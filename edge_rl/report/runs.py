@@ -21,8 +21,7 @@ import numpy as np
 from edge_rl.report.costs import Energy, RuntimeBreakdown, parse_breakdown, parse_energy
 
 # What the report needs; older or newer runs may carry more (ignored) but not less.
-REQUIRED_SUMMARY = ("env_id", "algo", "seed", "env_steps", "updates", "wall_s",
-                    "final_eval_return")  # fmt: skip
+REQUIRED_SUMMARY = ("env_id", "algo", "seed", "env_steps", "updates", "wall_s", "final_eval_return")
 REQUIRED_METRICS = ("wall_s", "env_steps", "recent_return", "policy_version")
 
 
@@ -161,7 +160,7 @@ def _load_summary(file: Path) -> RunSummary:
             # JSON object keys are strings: {"10": 820.3} -> {10: 820.3}
             selection_scores={
                 int(k): float(v) for k, v in (raw.get("selection_scores") or {}).items()
-            },  # fmt: skip
+            },
             runtime_breakdown=breakdown,
             energy=energy,
         )

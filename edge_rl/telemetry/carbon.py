@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_rl.config import EnergyConfig
 from edge_rl.telemetry.energy import J_PER_KWH, CarbonIntensity, HostEnergy, sig
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,38 @@ _CPU_METHODS = {  # codecarbon's CPU modes (3.x) -> what they mean
     "apple_powermetrics": "measured by powermetrics",
     "windows_emi": "measured by the Windows Energy Meter Interface",
 }
+
+
+@dataclass(frozen=True)
+class EnergyConfig:
+    """Energy and carbon of a run (edge_rl.telemetry: carbon.py on the host, energy.py for the
+    fleet's boards). Offline: nothing is fetched at run time."""
+
+    enabled: bool = True  # measure the learner host with codecarbon (the fleet model always runs)
+    # Where the learner host draws its power: ISO 3166-1 alpha-3 (codecarbon's energy-mix data
+    # has ~200 countries), and optionally a region it has data for (US states, Canadian
+    # provinces, e.g. "california"). Its grid intensity also prices the fleet's energy.
+    country_iso_code: str = "USA"
+    region: str | None = None
+    # g CO2e/kWh, used only when codecarbon or its data cannot be loaded (not installed).
+    carbon_intensity_g_per_kwh: float | None = None
+    # codecarbon's scope: "process" is the `edge-rl learn` process and its children (the
+    # embedded broker, a simulated fleet); "machine" is everything on the host.
+    tracking_mode: str = "process"
+
+    def __post_init__(self) -> None:
+        code = self.country_iso_code
+        if not (len(code) == 3 and code.isascii() and code.isalpha() and code.isupper()):
+            raise ValueError(f"energy.country_iso_code must be 3 capital letters: {code!r}")
+        if self.region is not None and not self.region.strip():
+            raise ValueError("energy.region must be a name or null")
+        intensity = self.carbon_intensity_g_per_kwh
+        if intensity is not None and not 0.0 <= intensity <= 2000.0:
+            raise ValueError(f"energy.carbon_intensity_g_per_kwh must be in [0, 2000]: {intensity}")
+        if self.tracking_mode not in ("process", "machine"):
+            raise ValueError(
+                f"energy.tracking_mode: process or machine, not {self.tracking_mode!r}"
+            )
 
 
 class _Notes(logging.Handler):
@@ -140,7 +172,8 @@ class HostCarbon:
     logs instead of raising) ends up in ``HostEnergy.missing``."""
 
     def __init__(self, cfg: EnergyConfig, run_dir: Path) -> None:
-        self.cfg, self.run_dir = cfg, run_dir
+        self.cfg = cfg
+        self.run_dir = run_dir
         self.intensity = carbon_intensity(cfg)
         self._tracker: Any = None
         self._missing: str | None = None if cfg.enabled else "energy.enabled is false"

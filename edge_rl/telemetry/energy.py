@@ -29,11 +29,17 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edge_rl.edge.board import Power
+    from edge_rl.boards import Power
 
 BUSY_BUCKETS = (
-    "env_step", "inference", "exploration", "publish", "emulation", "policy_receive", "model_load",
-)  # fmt: skip
+    "env_step",
+    "inference",
+    "exploration",
+    "publish",
+    "emulation",
+    "policy_receive",
+    "model_load",
+)
 J_PER_KWH = 3.6e6
 
 
@@ -129,10 +135,14 @@ def energy_block(
     """summary.json's ``energy``. ``board``/``power``: the run's fleet board (``fleet.board``);
     an actor that reports another board is priced with that board's own figures."""
     actors = {
-        a: {"board": e.board, "busy_s": round(e.busy_s, 3), "idle_s": round(e.idle_s, 3),
-            "kwh": sig(e.kwh)}
+        a: {
+            "board": e.board,
+            "busy_s": round(e.busy_s, 3),
+            "idle_s": round(e.idle_s, 3),
+            "kwh": sig(e.kwh),
+        }
         for a, e in fleet.actors.items()
-    }  # fmt: skip
+    }
     return {
         "country": country,
         "region": region,
@@ -155,4 +165,4 @@ def energy_block(
             "actors": actors,
             "missing": fleet.missing,
         },
-    }  # fmt: skip
+    }

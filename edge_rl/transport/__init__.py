@@ -1,4 +1,3 @@
-"""Transport: topic names, the versioned wire codec, the MQTT adapter, the embedded broker.
-
-No TensorFlow here: boards import this package.
+"""The bus: the Connect/Transport seam, its MQTT adapter and in-memory twin, broker addresses
+and client credentials. Moves bytes; knows no learner, no actor, no payload format.
 """

@@ -132,9 +132,14 @@ class BrokerAuth:
 
     def argv(self) -> list[str]:
         """The ``edge-rl actor`` options that give a child process these credentials."""
-        flags = {"ca_file": "--ca-file", "cert_file": "--cert", "key_file": "--key",
-                 "username": "--username", "password_file": "--password-file",
-                 "password_env": "--password-env"}  # fmt: skip
+        flags = {
+            "ca_file": "--ca-file",
+            "cert_file": "--cert",
+            "key_file": "--key",
+            "username": "--username",
+            "password_file": "--password-file",
+            "password_env": "--password-env",
+        }
         out: list[str] = []
         for name, flag in flags.items():
             if getattr(self, name) is not None:

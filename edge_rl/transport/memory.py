@@ -36,7 +36,8 @@ class MemoryTransport:
     """One client of a ``MemoryBroker``; made by ``MemoryBroker.connect``."""
 
     def __init__(self, broker: MemoryBroker, client_id: str, **kw) -> None:
-        self.broker, self.client_id = broker, client_id
+        self.broker = broker
+        self.client_id = client_id
         self.url = f"memory://{client_id}"
         self.subscriptions: list[tuple[str, int]] = list(kw.get("subscriptions", ()))
         self.on_message: MessageHandler | None = kw.get("on_message")

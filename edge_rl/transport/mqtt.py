@@ -57,7 +57,8 @@ class MqttTransport:
         self.host, self.port, self.tls = parse_broker_address(url)
         self.auth = auth or BrokerAuth()
         self.auth.check_url(url)
-        self.url, self.client_id = url, client_id
+        self.url = url
+        self.client_id = client_id
         self._subscriptions = list(subscriptions)
         self._handler = on_message
         self._after_connect = on_connect
@@ -149,8 +150,11 @@ class MqttTransport:
                     who = f"user {self.auth.username!r}" if self.auth.username else "anonymous"
                     log.warning(
                         "%s: broker %s refused the connection (%s, %s); retrying",
-                        self.client_id, self.url, reason_code, who,
-                    )  # fmt: skip
+                        self.client_id,
+                        self.url,
+                        reason_code,
+                        who,
+                    )
                 return
             self.connects += 1
             # Subscribing here means a reconnect re-subscribes.

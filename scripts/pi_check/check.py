@@ -49,7 +49,11 @@ def expect(ok: bool, what: str) -> None:
 
 class PiCheck:
     def __init__(self, repo: Path, work: Path, rootfs: Path, model: PiModel, steps: int):
-        self.repo, self.work, self.root, self.model, self.steps = repo, work, rootfs, model, steps
+        self.repo = repo
+        self.work = work
+        self.root = rootfs
+        self.model = model
+        self.steps = steps
         self.board = Board(rootfs, model)
         self.facts: dict = {"board": model.name, "qemu_cpu": model.qemu_cpu, "actor": ACTOR_ID}
         self.broker: TlsBroker | None = None
@@ -80,16 +84,43 @@ class PiCheck:
             ],
             self.log("credentials"),
         )
-        cli(self.repo, ["flash", "--board", self.model.name,
-                        "--broker", f"mqtts://127.0.0.1:{self.port}", "--run", RUN,
-                        "--env", "CartPole-v1", "--policy-key", str(w / "learner.pub"),
-                        "--credentials", str(w / "creds"), "--ids", ACTOR_ID,
-                        "--out", str(w / "bundles"), "--python", "3.11",
-                        "--wheelhouse-cache", str(wheelhouse_cache)],
-            self.log("flash"), timeout=900)  # fmt: skip
+        cli(
+            self.repo,
+            [
+                "flash",
+                "--board",
+                self.model.name,
+                "--broker",
+                f"mqtts://127.0.0.1:{self.port}",
+                "--run",
+                RUN,
+                "--env",
+                "CartPole-v1",
+                "--policy-key",
+                str(w / "learner.pub"),
+                "--credentials",
+                str(w / "creds"),
+                "--ids",
+                ACTOR_ID,
+                "--out",
+                str(w / "bundles"),
+                "--python",
+                "3.11",
+                "--wheelhouse-cache",
+                str(wheelhouse_cache),
+            ],
+            self.log("flash"),
+            timeout=900,
+        )
         self.bundle = w / "bundles" / ACTOR_ID
-        for name in ("install.sh", "user-data", "etc/board.yaml", "edge-rl-actor.service",
-                     "reference/model.tflite", "reference/expected.npz"):  # fmt: skip
+        for name in (
+            "install.sh",
+            "user-data",
+            "etc/board.yaml",
+            "edge-rl-actor.service",
+            "reference/model.tflite",
+            "reference/expected.npz",
+        ):
             expect((self.bundle / name).is_file(), f"the bundle has no {name} ({self.bundle})")
 
     def start_broker(self) -> None:

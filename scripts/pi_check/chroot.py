@@ -122,8 +122,19 @@ class Board:
         # --kill-child: if unshare dies (SIGKILL, or its parent's death), the namespace's
         # init gets SIGKILL and the kernel kills the rest of the namespace with it.
         ns = ["--pid", "--fork", "--kill-child=KILL", "--mount", "--propagation", "private"]
-        return ["unshare", *ns, "--", "/bin/sh", "-c", _ENTER, "enter", str(self.root),
-                str(self.cpuinfo), self.model.qemu_cpu, *argv]  # fmt: skip
+        return [
+            "unshare",
+            *ns,
+            "--",
+            "/bin/sh",
+            "-c",
+            _ENTER,
+            "enter",
+            str(self.root),
+            str(self.cpuinfo),
+            self.model.qemu_cpu,
+            *argv,
+        ]
 
     def popen(self, argv: list[str], log: Path) -> subprocess.Popen:
         """``argv`` on the board in the background, output to ``log``; the PID returned is

@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from edge_rl.broker.executables import die_with_parent, find_mosquitto
 from edge_rl.transport.address import free_port
-from edge_rl.transport.executables import die_with_parent, find_mosquitto
 
 BROKER_START_S = 15.0
 

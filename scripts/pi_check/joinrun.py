@@ -30,11 +30,17 @@ ACTOR_EXIT_S = 120  # after the learner's "stopped"
 # A short run (tests/conftest.py's TINY): small nets, an export every 100 updates, gates that
 # always pass. What is checked is the board's part in it, not what the learner learns.
 SHORT_RUN = {
-    "learning_starts": 500, "export.every_updates": 100, "select_every": 2,
-    "select_episodes": 1, "select_recheck": 0, "eval_episodes": 2,
-    "export.calibration_size": 50, "export.parity_size": 50, "dqn.hidden": "[32, 32]",
+    "learning_starts": 500,
+    "export.every_updates": 100,
+    "select_every": 2,
+    "select_episodes": 1,
+    "select_recheck": 0,
+    "eval_episodes": 2,
+    "export.calibration_size": 50,
+    "export.parity_size": 50,
+    "dqn.hidden": "[32, 32]",
     "export.min_greedy_agreement": 0,
-}  # fmt: skip
+}
 
 
 def run(pi: PiCheck) -> dict:
@@ -42,13 +48,28 @@ def run(pi: PiCheck) -> dict:
     w = pi.work
     learner = cli_popen(
         pi.repo,
-        ["learn", "--config", str(pi.repo / "examples/cartpole_dqn.yaml"), "--out", str(w / "run"),
-         "--run", RUN, "--fleet", "0", "--broker", pi.broker.url,
-         "--credentials", str(w / "creds/learner"), "--signing-key", str(w / "learner.key"),
-         "--set", f"total_env_steps={pi.steps}",
-         *(a for k, v in SHORT_RUN.items() for a in ("--set", f"{k}={v}"))],
+        [
+            "learn",
+            "--config",
+            str(pi.repo / "examples/cartpole_dqn.yaml"),
+            "--out",
+            str(w / "run"),
+            "--run",
+            RUN,
+            "--fleet",
+            "0",
+            "--broker",
+            pi.broker.url,
+            "--credentials",
+            str(w / "creds/learner"),
+            "--signing-key",
+            str(w / "learner.key"),
+            "--set",
+            f"total_env_steps={pi.steps}",
+            *(a for k, v in SHORT_RUN.items() for a in ("--set", f"{k}={v}")),
+        ],
         pi.log("learner"),
-    )  # fmt: skip
+    )
     argv = as_user(pi.root, pi.service.user, command(pi.service))
     actor = pi.board.popen(argv, pi.log("actor"))
     try:

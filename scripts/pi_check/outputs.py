@@ -5,7 +5,7 @@ the board, then compared bit for bit (``differing``).
 
 The doctor compares the bundle's reference model; this compares the policy the run
 actually trained and deployed, on 2,000 observations. Standard library, numpy and
-edge_rl.edge only: it runs in the board's venv (edge-rl[edge], no TensorFlow).
+edge_rl.runtime only: it runs in the board's venv (edge-rl[edge], no TensorFlow).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def observations(obs_dim: int, n: int = 2000, seed: int = 0) -> np.ndarray:
 
 
 def run(model: Path, inputs: Path, out: Path) -> None:
-    from edge_rl.edge.runtime import TFLitePolicy
+    from edge_rl.runtime.litert import TFLitePolicy
 
     with np.load(inputs, allow_pickle=False) as z:
         x = z["inputs"]

@@ -9,8 +9,8 @@ import pytest
 
 from edge_rl.agents.dqn.config import DQNConfig, epsilon_at
 from edge_rl.agents.dqn.learning import DQNLearner, dqn_target
-from edge_rl.replay.buffer import ReplaySample
 from edge_rl.specs import EnvSpec
+from edge_rl.types import ReplaySample
 
 # --- config -------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ collects with the agent's own exploration (epsilon-greedy on the online Q-networ
 actor plus Gaussian noise), pays gradient updates at the replay ratio exactly as the
 learner node does (``replay_ratio * (env_steps - learning_starts)``), then exports the
 policy to int8 TFLite, checks it with the learner's own parity gate, and evaluates the
-deployed int8 model greedily in LiteRT (``edge_rl.edge.evaluate``): the path a fleet runs.
+deployed int8 model greedily in LiteRT (``edge_rl.runtime.evaluate``): the path a fleet runs.
 
 The thresholds, and the measurements behind them, are in each test's docstring.
 """
@@ -18,14 +18,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from edge_rl.actor.exploration import epsilon_greedy, gaussian
 from edge_rl.agents.dqn.config import DQNConfig, epsilon_at, learning_rate_at
 from edge_rl.agents.td3.config import TD3Config
-from edge_rl.edge.evaluate import evaluate
-from edge_rl.edge.exploration import epsilon_greedy, gaussian
 from edge_rl.export.parity import check_action_parity, check_q_parity
 from edge_rl.export.tflite import export_policy
-from edge_rl.replay.buffer import ReplayBuffer, ReplaySample
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.runtime.evaluate import evaluate
 from edge_rl.specs import EnvSpec
+from edge_rl.types import ReplaySample
 
 slow = pytest.mark.slow
 DQN_MIN_AGREEMENT = 0.8  # examples/cartpole_dqn.yaml's export.min_greedy_agreement
@@ -77,8 +78,10 @@ def train_and_evaluate(
         batch = config.batch_size * per_call
     learner.compile()
     start = int(budget.env_steps * (1.0 - budget.tail))
-    at = {start + (i + 1) * (budget.env_steps - start) // budget.checkpoints
-          for i in range(budget.checkpoints)}  # fmt: skip
+    at = {
+        start + (i + 1) * (budget.env_steps - start) // budget.checkpoints
+        for i in range(budget.checkpoints)
+    }
     scores: list[float | None] = []
     best: tuple[float, bytes, dict[str, float]] | None = None
 

@@ -12,8 +12,8 @@ from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.learning import DQNLearner
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.learning import TD3Learner
-from edge_rl.replay.buffer import ReplaySample
 from edge_rl.specs import EnvSpec
+from edge_rl.types import ReplaySample
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 PENDULUM = EnvSpec(obs_shape=(3,), action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))

@@ -12,8 +12,8 @@ import tensorflow as tf
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.learning import TD3Learner, td3_target
 from edge_rl.agents.td3.networks import make_actor, make_critic
-from edge_rl.replay.buffer import ReplaySample
 from edge_rl.specs import EnvSpec
+from edge_rl.types import ReplaySample
 
 # --- config -------------------------------------------------------------------------------
 

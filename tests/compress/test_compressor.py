@@ -21,10 +21,13 @@ from edge_rl.compress.kernels import KernelConstraint, project
 def stack(widths: tuple[int, ...] = (8, 16, 16, 4), seed: int = 0) -> keras.Model:
     """``widths[0] -> ... -> widths[-1]``, ReLU between, plain Dense layers."""
     layers = [
-        keras.layers.Dense(w, activation="relu" if i < len(widths) - 2 else None,
-                           kernel_initializer=keras.initializers.GlorotUniform(seed + i))
+        keras.layers.Dense(
+            w,
+            activation="relu" if i < len(widths) - 2 else None,
+            kernel_initializer=keras.initializers.GlorotUniform(seed + i),
+        )
         for i, w in enumerate(widths[1:])
-    ]  # fmt: skip
+    ]
     return keras.Sequential([keras.Input((widths[0],)), *layers])
 
 

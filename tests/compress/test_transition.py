@@ -11,9 +11,9 @@ from edge_rl.compress.circulant import (
     expand_circulant,
     project_to_block_circulant,
 )
+from edge_rl.compress.phase_change import circulant_to_dense, transition
 from edge_rl.compress.plan import TransitionMethod
 from edge_rl.compress.pruning import MaskedWeights
-from edge_rl.compress.transition import circulant_to_dense, transition
 
 P = TransitionMethod
 # (method, circulant block size, requested pruning block size, expected pruning block size)

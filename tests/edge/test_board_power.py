@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_rl.edge.board import load_board
+from edge_rl.boards import load_board
 
 ROOT = Path(__file__).resolve().parents[2]
 

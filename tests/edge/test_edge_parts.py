@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_rl.edge import batching
-from edge_rl.edge.batching import Batcher, Spool
-from edge_rl.edge.board import load_board
-from edge_rl.edge.emulation import Throttle
-from edge_rl.edge.envs import make_env
-from edge_rl.edge.exploration import epsilon_greedy, random_action
+from edge_rl.actor import batching
+from edge_rl.actor.batching import Batcher, Spool
+from edge_rl.actor.emulation import Throttle
+from edge_rl.actor.exploration import epsilon_greedy, random_action
+from edge_rl.boards import load_board
+from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,9 @@ class FakeTime:
     """``clock()`` and ``sleep(s)`` on a time that moves only when slept or advanced."""
 
     def __init__(self, oversleep: float = 0.0) -> None:
-        self.t, self.oversleep, self.sleeps = 1000.0, oversleep, []
+        self.t = 1000.0
+        self.oversleep = oversleep
+        self.sleeps = []
 
     def clock(self) -> float:
         return self.t
@@ -151,7 +153,7 @@ def test_env_factory_forms():
 
 
 def test_gaussian_exploration_is_scaled_and_clipped():
-    from edge_rl.edge.exploration import gaussian
+    from edge_rl.actor.exploration import gaussian
 
     rng = np.random.default_rng(0)
     box = EnvSpec(obs_shape=(3,), action_shape=(2,), action_low=(-2, 0), action_high=(2, 1))

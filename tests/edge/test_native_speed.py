@@ -11,12 +11,12 @@ import subprocess
 import sys
 import uuid
 
-from edge_rl.edge.board import board_file, load_board
-from edge_rl.fleet.fleet import Fleet
-from edge_rl.nodes.actor_node import ActorNode, ActorOptions
-from edge_rl.transport import codec
+from edge_rl.actor.node import ActorNode, ActorOptions
+from edge_rl.boards import board_file, load_board
+from edge_rl.sim.fleet import Fleet
 from edge_rl.transport.memory import MemoryBroker
-from edge_rl.transport.topics import Topics
+from edge_rl.wire.messages import decode_status
+from edge_rl.wire.topics import Topics
 
 STEPS = "2000"
 
@@ -34,7 +34,7 @@ def test_the_node_throttles_only_when_told_it_is_simulated(policy_keys):
 
 def statuses(client, topics: Topics, actor_id: str) -> list:
     got: list = []
-    client.on_message = lambda _c, _u, msg: got.append(codec.decode_status(msg.payload))
+    client.on_message = lambda _c, _u, msg: got.append(decode_status(msg.payload))
     client.subscribe(topics.status(actor_id), qos=1)
     return got
 
@@ -58,11 +58,32 @@ def test_edge_rl_actor_on_a_board_applies_no_emulation(
     client = mqtt_client_factory(mosquitto)
     got = statuses(client, topics, "pi-n")
     p = subprocess.Popen(
-        [sys.executable, "-m", "edge_rl.cli", "actor", "--board", "rpi4", "--broker",
-         mosquitto.url, "--env", "CartPole-v1", "--id", "pi-n", "--run", run,
-         "--policy-key", str(policy_keys[1]), "--max-env-steps", STEPS, "--seed", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "edge_rl.cli",
+            "actor",
+            "--board",
+            "rpi4",
+            "--broker",
+            mosquitto.url,
+            "--env",
+            "CartPole-v1",
+            "--id",
+            "pi-n",
+            "--run",
+            run,
+            "--policy-key",
+            str(policy_keys[1]),
+            "--max-env-steps",
+            STEPS,
+            "--seed",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         be_the_learner(client, topics, "pi-n", got, grant_run, wait_for)
         _, err = p.communicate(timeout=120)
@@ -83,8 +104,16 @@ def test_the_fleet_still_emulates_its_board(
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
     got = statuses(client, topics, "sim-00")
-    fleet = Fleet(1, board_file("rpi4"), mosquitto.url, "CartPole-v1", policy_key=policy_keys[1],
-                  run=run, log_dir=tmp_path, extra_args=("--max-env-steps", STEPS))  # fmt: skip
+    fleet = Fleet(
+        1,
+        board_file("rpi4"),
+        mosquitto.url,
+        "CartPole-v1",
+        policy_key=policy_keys[1],
+        run=run,
+        log_dir=tmp_path,
+        extra_args=("--max-env-steps", STEPS),
+    )
     with fleet:
         be_the_learner(client, topics, "sim-00", got, grant_run, wait_for)
         assert fleet.wait(120), "the fleet's actor did not finish"

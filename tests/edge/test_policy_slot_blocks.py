@@ -10,16 +10,16 @@ import hashlib
 
 import numpy as np
 
+from edge_rl.actor.policy_slot import PolicySlot
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.compress.compressor import Compressor
 from edge_rl.compress.config import CompressionConfig
-from edge_rl.edge.policy_slot import PolicySlot
-from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.export.regions import weight_regions
 from edge_rl.export.tflite import export_policy
+from edge_rl.runtime.litert import TFLitePolicy
 from edge_rl.specs import EnvSpec
-from edge_rl.transport import codec
 from edge_rl.types import PolicyBundle, PolicyManifest
+from edge_rl.wire.policy import compress_model, encode_policy
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
@@ -31,17 +31,28 @@ def test_slot_loads_a_blocks_coded_gst_policy(policy_keys) -> None:
     comp.on_updates(1)  # s_shift 0: the transition prunes 75 % of the 4x4 blocks at once
     obs = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
     exported = export_policy(net, obs, "int8", per_channel=False)
-    payload = codec.compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
-    assert len(payload) < len(codec.compress_model(exported.tflite, "zlib"))
+    payload = compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
+    assert len(payload) < len(compress_model(exported.tflite, "zlib"))
     manifest = PolicyManifest(
-        policy_version=1, algo="dqn", env_id="CartPole-v1", env_spec=CARTPOLE,
-        precision="int8", input_quant=exported.input_quant, output_quant=exported.output_quant,
-        obs_mean=exported.obs_mean, obs_std=exported.obs_std, exploration={"epsilon": 0.1},
-        learner_step=0, model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
-        model_size=len(exported.tflite), codec="blocks", run="r1", run_id="s1",
-    )  # fmt: skip
+        policy_version=1,
+        algo="dqn",
+        env_id="CartPole-v1",
+        env_spec=CARTPOLE,
+        precision="int8",
+        input_quant=exported.input_quant,
+        output_quant=exported.output_quant,
+        obs_mean=exported.obs_mean,
+        obs_std=exported.obs_std,
+        exploration={"epsilon": 0.1},
+        learner_step=0,
+        model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
+        model_size=len(exported.tflite),
+        codec="blocks",
+        run="r1",
+        run_id="s1",
+    )
     slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1", run_id="s1")
-    loaded = slot.load(codec.encode_policy(PolicyBundle(manifest, payload), signer))
+    loaded = slot.load(encode_policy(PolicyBundle(manifest, payload), signer))
     assert loaded.manifest.codec == "blocks" and not slot.rejected
     reference = TFLitePolicy(exported.tflite)
     for x in obs[:20]:

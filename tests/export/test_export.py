@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from edge_rl.agents.dqn.networks import make_q_network
-from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.export.parity import check_q_parity
 from edge_rl.export.tflite import ExportedModel, deployable_model, export_policy
+from edge_rl.runtime.litert import TFLitePolicy
 
 # CartPole-like features on very different scales and off-centre: a per-tensor int8 input
 # scale without per-feature normalisation would crush the third one.

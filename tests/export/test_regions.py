@@ -10,11 +10,12 @@ import pytest
 
 from edge_rl.compress.circulant import expand_circulant
 from edge_rl.compress.pruning import block_mask
-from edge_rl.edge.runtime import TFLitePolicy
 from edge_rl.export.regions import weight_regions
 from edge_rl.export.tflite import MIN_OBS_STD, ExportedModel, deployable_model, export_policy
-from edge_rl.transport import blocks, codec
-from edge_rl.transport.blocks import Region
+from edge_rl.runtime.litert import TFLitePolicy
+from edge_rl.wire import blocks
+from edge_rl.wire.blocks import Region
+from edge_rl.wire.policy import CODECS, compress_model, decompress_model
 
 B = 4  # GST block size
 
@@ -109,8 +110,8 @@ def test_decoded_model_runs_in_litert_like_the_original(small) -> None:
     _, obs, exports = small
     for exported in exports.values():
         regions = weight_regions(exported.tflite)
-        payload = codec.compress_model(exported.tflite, "blocks", regions=regions)
-        decoded = codec.decompress_model(payload, "blocks", 1 << 20)
+        payload = compress_model(exported.tflite, "blocks", regions=regions)
+        decoded = decompress_model(payload, "blocks", 1 << 20)
         original, restored = TFLitePolicy(exported.tflite), TFLitePolicy(decoded)
         for row in obs[:20]:
             np.testing.assert_array_equal(restored(row), original(row))
@@ -135,9 +136,9 @@ def test_blocks_codec_shrinks_a_gst_policy(gst_policy, precision: str, per_chann
     model, obs = gst_policy
     tflite = export_policy(model, obs, precision, per_channel=per_channel).tflite
     regions = weight_regions(tflite)
-    payloads = {c: codec.compress_model(tflite, c, regions=regions) for c in codec.CODECS}
+    payloads = {c: compress_model(tflite, c, regions=regions) for c in CODECS}
     sizes = {c: len(p) for c, p in payloads.items()}
     print(f"\n{precision} per_channel={per_channel}: payload bytes {sizes}")
     assert sizes["blocks"] < RATIO[precision, per_channel] * sizes["zlib"], sizes
     assert sizes["zlib"] == len(zlib.compress(tflite, 9))  # "zlib" unchanged
-    assert codec.decompress_model(payloads["blocks"], "blocks", len(tflite)) == tflite
+    assert decompress_model(payloads["blocks"], "blocks", len(tflite)) == tflite

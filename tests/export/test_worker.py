@@ -152,7 +152,7 @@ def test_a_compressed_snapshot_exports_through_the_worker(method: str) -> None:
     from edge_rl.compress.compressor import Compressor
     from edge_rl.compress.config import CompressionConfig
     from edge_rl.export.regions import weight_regions
-    from edge_rl.nodes.publisher import snapshot
+    from edge_rl.learner.outbound.packager import snapshot
 
     network = make_q_network(4, 2, (32, 32), seed=0)
     compressor = Compressor(CompressionConfig(method=method), network, total_updates=4_000)

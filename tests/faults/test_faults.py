@@ -27,10 +27,14 @@ import faults  # noqa: E402
 
 STEPS = 4_000
 CHEAP = [
-    "dqn.hidden=[32, 32]", "export.min_greedy_agreement=0", "select_every=0",
-    "select_recheck=0", "eval_episodes=2", "export.calibration_size=50",
+    "dqn.hidden=[32, 32]",
+    "export.min_greedy_agreement=0",
+    "select_every=0",
+    "select_recheck=0",
+    "eval_episodes=2",
+    "export.calibration_size=50",
     "export.parity_size=50",
-]  # fmt: skip
+]
 RUN_TIMEOUT_S = 200  # a run that has not finished by then has stalled
 
 

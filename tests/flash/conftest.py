@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from edge_rl.edge.board import load_board
-from edge_rl.edge.broker_check import check_broker
-from edge_rl.edge.check import Failed
+from edge_rl.boards import load_board
+from edge_rl.deploy.broker_check import check_broker
+from edge_rl.deploy.check import Failed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,24 +46,43 @@ class Kit:
 
 
 def _run(*args: str, cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edge_rl.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd or REPO)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "edge_rl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or REPO,
+    )
 
 
 @pytest.fixture(scope="session")
 def kit(tmp_path_factory, mosquitto_available) -> Kit:
     root = tmp_path_factory.mktemp("deployment")
     assert _run("keygen", str(root / "learner.key")).returncode == 0
-    p = _run("credentials", str(root / "creds"), "--actors", "spare-01", "--tls", "--passwords",
-             "--server-name", "127.0.0.1")  # fmt: skip
+    p = _run(
+        "credentials",
+        str(root / "creds"),
+        "--actors",
+        "spare-01",
+        "--tls",
+        "--passwords",
+        "--server-name",
+        "127.0.0.1",
+    )
     assert p.returncode == 0, p.stderr
     own = root / "own"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w",
-                    str(own)], check=True, timeout=300, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(own)],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
     standin = root / "standin"
     standin.mkdir()
-    for name in ("numpy-2.0.0-cp311-cp311-manylinux_2_17_aarch64.whl",
-                 "numpy-2.0.0-cp313-cp313-manylinux_2_17_aarch64.whl"):  # fmt: skip
+    for name in (
+        "numpy-2.0.0-cp311-cp311-manylinux_2_17_aarch64.whl",
+        "numpy-2.0.0-cp313-cp313-manylinux_2_17_aarch64.whl",
+    ):
         with zipfile.ZipFile(standin / name, "w") as z:
             z.writestr("stand-in.txt", "not a real wheel: the flash tests never install it")
     (own_wheel,) = own.glob("edge_rl-*.whl")
@@ -75,15 +94,37 @@ def flash(kit):
     """``flash(out, *args) -> CompletedProcess``: edge-rl flash for the kit's deployment,
     a CartPole run on a broker at mqtts://127.0.0.1:PORT (``broker=``), stand-in wheels."""
 
-    def run(out: Path, *args: str, broker: str = "mqtts://127.0.0.1:8883", run: str = "r1",
-            creds: Path | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+    def run(
+        out: Path,
+        *args: str,
+        broker: str = "mqtts://127.0.0.1:8883",
+        run: str = "r1",
+        creds: Path | None = None,
+    ) -> subprocess.CompletedProcess:
         return _run(
-            "flash", "--board", "rpi4", "--broker", broker, "--run", run,
-            "--env", "CartPole-v1", "--policy-key", str(kit.policy_key),
-            "--credentials", str(creds or kit.creds), "--out", str(out),
-            "--wheel", str(kit.wheel), "--wheelhouse", str(kit.wheelhouse),
-            "--wheelhouse-cache", str(kit.cache), *args,
-        )  # fmt: skip
+            "flash",
+            "--board",
+            "rpi4",
+            "--broker",
+            broker,
+            "--run",
+            run,
+            "--env",
+            "CartPole-v1",
+            "--policy-key",
+            str(kit.policy_key),
+            "--credentials",
+            str(creds or kit.creds),
+            "--out",
+            str(out),
+            "--wheel",
+            str(kit.wheel),
+            "--wheelhouse",
+            str(kit.wheelhouse),
+            "--wheelhouse-cache",
+            str(kit.cache),
+            *args,
+        )
 
     return run
 
@@ -107,11 +148,31 @@ def deployed(kit, tmp_path_factory) -> Iterator[tuple[Path, object]]:
     text = text.replace("/var/lib/mosquitto/", f"{tmp / 'persist'}/")
     broker = _security.Mosquitto(tmp, text.splitlines(), tls=True)
     try:
-        p = _run("flash", "--board", "rpi4", "--broker", broker.url, "--run", "r1",
-                 "--env", "CartPole-v1", "--policy-key", str(kit.policy_key),
-                 "--credentials", str(creds), "--out", str(tmp / "out"), "--ids", "pi-doc",
-                 "--wheel", str(kit.wheel), "--wheelhouse", str(kit.wheelhouse),
-                 "--wheelhouse-cache", str(kit.cache))  # fmt: skip
+        p = _run(
+            "flash",
+            "--board",
+            "rpi4",
+            "--broker",
+            broker.url,
+            "--run",
+            "r1",
+            "--env",
+            "CartPole-v1",
+            "--policy-key",
+            str(kit.policy_key),
+            "--credentials",
+            str(creds),
+            "--out",
+            str(tmp / "out"),
+            "--ids",
+            "pi-doc",
+            "--wheel",
+            str(kit.wheel),
+            "--wheelhouse",
+            str(kit.wheelhouse),
+            "--wheelhouse-cache",
+            str(kit.cache),
+        )
         assert p.returncode == 0, p.stderr
         shutil.copy(creds / "broker" / "mosquitto.passwd", installed / "mosquitto.passwd")
         broker.proc.send_signal(signal.SIGHUP)

@@ -12,19 +12,28 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from edge_rl.credentials import CA, _cert_pem
+from edge_rl.deploy.credentials import CA, _cert_pem
 from edge_rl.transport.address import free_port
 
-CHECKS = ["board", "policy key", "litert", "xnnpack", "reference", "clock", "env", "auth",
-          "broker"]  # fmt: skip
+CHECKS = ["board", "policy key", "litert", "xnnpack", "reference", "clock", "env", "auth", "broker"]
 
 
 def doctor(bundle: Path, *args: str) -> tuple[int, dict[str, str]]:
     p = subprocess.run(
-        [sys.executable, "-m", "edge_rl.cli", "doctor", "--config",
-         str(bundle / "etc" / "board.yaml"), *args],
-        capture_output=True, text=True, timeout=120, cwd=bundle,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "edge_rl.cli",
+            "doctor",
+            "--config",
+            str(bundle / "etc" / "board.yaml"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=bundle,
+    )
     lines = {}
     for line in p.stdout.splitlines()[:-1]:  # the last line is the tally
         status, rest = line[:4].strip(), line[6:]
@@ -118,8 +127,8 @@ def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle, gran
 
     import paho.mqtt.client as mqtt
 
-    from edge_rl.transport import codec
-    from edge_rl.transport.topics import Topics
+    from edge_rl.wire.messages import decode_status
+    from edge_rl.wire.topics import Topics
 
     creds = deployed[0].parents[1] / "creds"
     _, broker = deployed
@@ -128,7 +137,7 @@ def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle, gran
     learner.username_pw_set("learner", (creds / "learner" / "password").read_text().strip())
     got, connected = [], threading.Event()
     learner.on_connect = lambda *_a: connected.set()
-    learner.on_message = lambda _c, _u, m: got.append(codec.decode_status(m.payload))
+    learner.on_message = lambda _c, _u, m: got.append(decode_status(m.payload))
     learner.connect(broker.host, broker.port)
     topics = Topics("edge-rl", "r1")
     learner.loop_start()
@@ -137,10 +146,21 @@ def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle, gran
         assert connected.wait(10)
         learner.subscribe(topics.status("pi-doc"), qos=1)
         p = subprocess.Popen(
-            [sys.executable, "-m", "edge_rl.cli", "actor", "--config",
-             str(bundle / "etc" / "board.yaml"), "--max-env-steps", "300"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=bundle,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "edge_rl.cli",
+                "actor",
+                "--config",
+                str(bundle / "etc" / "board.yaml"),
+                "--max-env-steps",
+                "300",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=bundle,
+        )
         deadline = time.monotonic() + 60
         while not any(s.session for s in got):
             assert time.monotonic() < deadline and p.poll() is None, p.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edge_rl.edge.board import load_board
+from edge_rl.boards import load_board
 
 SECRETS = ("etc/credentials/client.key", "etc/credentials/password")
 
@@ -39,13 +39,36 @@ def test_a_bundle_has_what_install_needs_with_private_secrets(flash, kit, creds,
     pw = tmp_path / "wifi"
     pw.write_text("hunter2-wifi\n")
     pw.chmod(0o600)
-    ok(flash(tmp_path / "out", "--ids", "pi-a", "--wifi-ssid", "lab", "--wifi-password-file",
-             str(pw), "--wifi-country", "DE", creds=creds))  # fmt: skip
+    ok(
+        flash(
+            tmp_path / "out",
+            "--ids",
+            "pi-a",
+            "--wifi-ssid",
+            "lab",
+            "--wifi-password-file",
+            str(pw),
+            "--wifi-country",
+            "DE",
+            creds=creds,
+        )
+    )
     b = tmp_path / "out" / "pi-a"
-    for f in ("install.sh", "edge-rl-actor.service", "user-data", "meta-data", "network-config",
-              "README.txt", "etc/board.yaml", "etc/policy.pub", "etc/credentials/ca.crt",
-              "etc/credentials/client.crt", *SECRETS, "reference/model.tflite",
-              "reference/expected.npz"):  # fmt: skip
+    for f in (
+        "install.sh",
+        "edge-rl-actor.service",
+        "user-data",
+        "meta-data",
+        "network-config",
+        "README.txt",
+        "etc/board.yaml",
+        "etc/policy.pub",
+        "etc/credentials/ca.crt",
+        "etc/credentials/client.crt",
+        *SECRETS,
+        "reference/model.tflite",
+        "reference/expected.npz",
+    ):
         assert (b / f).is_file(), f
     # Secrets readable by their owner only, and so is everything under the bundle.
     assert mode(b) == 0o700 and mode(b / "etc" / "credentials") == 0o700
@@ -88,8 +111,11 @@ def test_the_unit_runs_the_board_file_as_the_service_user_with_bounded_restarts(
 ):
     ok(flash(tmp_path / "out", "--ids", "pi-u", creds=creds))
     unit = (tmp_path / "out" / "pi-u" / "edge-rl-actor.service").read_text()
-    lines = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in unit.splitlines()
-             if "=" in line and not line.startswith("#")}  # fmt: skip
+    lines = {
+        line.split("=", 1)[0]: line.split("=", 1)[1]
+        for line in unit.splitlines()
+        if "=" in line and not line.startswith("#")
+    }
     assert lines["User"] == "edge-rl" and lines["Group"] == "edge-rl"
     assert lines["ExecStart"] == (
         "/opt/edge-rl/venv/bin/edge-rl actor --config /etc/edge-rl/board.yaml"
@@ -112,8 +138,11 @@ def test_two_bundles_never_share_an_actor_id(flash, creds, tmp_path):
     registry = json.loads((creds / "issued.json").read_text())["actors"]
     assert set(registry) == ids_a | ids_b and registry["pi-03"]["run"] == "r2"
     # Each board file names its own id, and no two bundles have the same credentials.
-    boards = [load_board(tmp_path / d / a / "etc" / "board.yaml") for d, ids in
-              (("a", ids_a), ("b", ids_b)) for a in ids]  # fmt: skip
+    boards = [
+        load_board(tmp_path / d / a / "etc" / "board.yaml")
+        for d, ids in (("a", ids_a), ("b", ids_b))
+        for a in ids
+    ]
     assert len({b.actor.id for b in boards}) == 4
     assert len({Path(b.auth.password_file).read_text() for b in boards}) == 4
 
@@ -203,7 +232,7 @@ def test_a_retired_board_loses_its_password_and_its_id_is_never_issued_again(
 
 
 def test_user_data_with_an_ssh_key_makes_a_key_only_admin_login():
-    from edge_rl.flash.cloudinit import network_config, user_data
+    from edge_rl.deploy.cloudinit import network_config, user_data
 
     ud = yaml.safe_load(user_data("pi-k", "ssh-ed25519 AAAAC3Nza test@host\n"))
     (user,) = ud["users"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_rl.flash import wheelhouse
-from edge_rl.flash.wheelhouse import WheelhouseError
+from edge_rl.deploy import wheelhouse
+from edge_rl.deploy.wheelhouse import WheelhouseError
 
 
 class FakePip:
@@ -20,7 +20,9 @@ class FakePip:
     find-links directory offers one."""
 
     def __init__(self, wheels: list[str], missing: dict[str, str] | None = None) -> None:
-        self.wheels, self.missing, self.calls = wheels, dict(missing or {}), []
+        self.wheels = wheels
+        self.missing = dict(missing or {})
+        self.calls = []
 
     def __call__(self, cmd: list[str], **_kw) -> subprocess.CompletedProcess:
         self.calls.append(cmd)
@@ -40,8 +42,9 @@ class FakePip:
 
 
 def test_each_python_downloads_once_and_edge_rl_itself_is_never_cached(kit, tmp_path):
-    pip = FakePip(["numpy-2.0-cp313-cp313-manylinux_2_17_aarch64.whl",
-                   "edge_rl-0.1.0-py3-none-any.whl"])  # fmt: skip
+    pip = FakePip(
+        ["numpy-2.0-cp313-cp313-manylinux_2_17_aarch64.whl", "edge_rl-0.1.0-py3-none-any.whl"]
+    )
     first = wheelhouse.dependencies(kit.wheel, "3.13", tmp_path, run=pip)
     again = wheelhouse.dependencies(kit.wheel, "3.13", tmp_path, run=pip)
     assert len(pip.calls) == 1 and first == again
@@ -60,8 +63,10 @@ def test_each_python_downloads_once_and_edge_rl_itself_is_never_cached(kit, tmp_
 
 
 def test_a_pure_python_sdist_only_dependency_is_built_here(kit, tmp_path):
-    pip = FakePip(["numpy-2.0-cp313-cp313-manylinux_2_17_aarch64.whl"],
-                  missing={"purelib==1.0": "purelib-1.0-py3-none-any.whl"})  # fmt: skip
+    pip = FakePip(
+        ["numpy-2.0-cp313-cp313-manylinux_2_17_aarch64.whl"],
+        missing={"purelib==1.0": "purelib-1.0-py3-none-any.whl"},
+    )
     wheels = wheelhouse.dependencies(kit.wheel, "3.13", tmp_path, run=pip)
     assert sorted(w.name for w in wheels) == [
         "numpy-2.0-cp313-cp313-manylinux_2_17_aarch64.whl",

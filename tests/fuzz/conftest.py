@@ -77,13 +77,18 @@ def _rollout(env_id: str, steps: int, actor_id: str):
     env.close()
     cols = list(zip(*rows, strict=True))
     batch = TransitionBatch(
-        actor_id=actor_id, session=4_503_599_627_370_495, seq=11, policy_version=3,
+        actor_id=actor_id,
+        session=4_503_599_627_370_495,
+        seq=11,
+        policy_version=3,
         obs=np.asarray(cols[0], np.float32),
         action=np.asarray(cols[1], np.int64 if spec.discrete else np.float32),
-        reward=np.asarray(cols[2], np.float32), next_obs=np.asarray(cols[3], np.float32),
-        terminated=np.asarray(cols[4], bool), truncated=np.asarray(cols[5], bool),
+        reward=np.asarray(cols[2], np.float32),
+        next_obs=np.asarray(cols[3], np.float32),
+        terminated=np.asarray(cols[4], bool),
+        truncated=np.asarray(cols[5], bool),
         run_id=RUN_ID,
-    )  # fmt: skip
+    )
     return spec, batch
 
 
@@ -95,14 +100,14 @@ def _int8_model() -> tuple[bytes, bytes, object]:
     from edge_rl.compress.config import CompressionConfig
     from edge_rl.export.regions import weight_regions
     from edge_rl.export.tflite import export_policy
-    from edge_rl.transport import codec
+    from edge_rl.wire.policy import compress_model
 
     net = make_q_network(4, 2, (32, 32), seed=0)
     comp = Compressor(CompressionConfig(method="gst", s_shift=0.0), net, total_updates=10)
     comp.on_updates(1)
     obs = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
     exported = export_policy(net, obs, "int8", per_channel=False)
-    blocks = codec.compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
+    blocks = compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
     return exported.tflite, blocks, exported
 
 
@@ -113,8 +118,6 @@ RUN_ID = "5f0c2a9e71b3d846"  # the run start every seed belongs to
 def seeds() -> Seeds:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from edge_rl.transport import codec
-    from edge_rl.transport.signing import Signer
     from edge_rl.types import (
         ActorStatus,
         ControlMessage,
@@ -122,6 +125,10 @@ def seeds() -> Seeds:
         PolicyBundle,
         PolicyManifest,
     )
+    from edge_rl.wire.messages import encode_control, encode_credit, encode_status
+    from edge_rl.wire.policy import compress_model, encode_policy
+    from edge_rl.wire.signing import Signer
+    from edge_rl.wire.transitions import encode_transitions
 
     t0 = time.perf_counter()
     cart_spec, cart = _rollout("CartPole-v1", 48, "sim-00")  # holds an episode end
@@ -133,36 +140,75 @@ def seeds() -> Seeds:
 
     def bundle(payload: bytes, codec_name: str) -> bytes:
         manifest = PolicyManifest(
-            policy_version=3, algo="dqn", env_id="CartPole-v1", env_spec=cart_spec,
-            precision="int8", input_quant=exported.input_quant,
-            output_quant=exported.output_quant, obs_mean=exported.obs_mean,
-            obs_std=exported.obs_std, exploration={"epsilon": 0.05}, learner_step=1500,
-            model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
-            codec=codec_name, run="fuzz", run_id=RUN_ID, created_unix=1_760_000_000.0,
+            policy_version=3,
+            algo="dqn",
+            env_id="CartPole-v1",
+            env_spec=cart_spec,
+            precision="int8",
+            input_quant=exported.input_quant,
+            output_quant=exported.output_quant,
+            obs_mean=exported.obs_mean,
+            obs_std=exported.obs_std,
+            exploration={"epsilon": 0.05},
+            learner_step=1500,
+            model_sha256=hashlib.sha256(model).hexdigest(),
+            model_size=len(model),
+            codec=codec_name,
+            run="fuzz",
+            run_id=RUN_ID,
+            created_unix=1_760_000_000.0,
             extra={"seed": 0},
-        )  # fmt: skip
-        return codec.encode_policy(PolicyBundle(manifest, payload), signer)
+        )
+        return encode_policy(PolicyBundle(manifest, payload), signer)
 
-    zlib_model = codec.compress_model(model, "zlib")
+    zlib_model = compress_model(model, "zlib")
     status = ActorStatus(
-        actor_id="sim-00", state="running", board="rpi4", runtime="ai_edge_litert",
-        policy_version=3, env_steps=2331, episodes=97, transitions_sent=2304, batches_sent=36,
-        batches_dropped=1, policies_rejected=2, control_rejected=0, transitions_oversize=0,
-        env_steps_per_s=412.5, recent_return=23.4, time_unix=1_760_000_000.25,
-        breakdown={"env_step": 1.25, "inference": 0.5, "exploration": 0.01, "publish": 0.2,
-                   "emulation": 0.0, "idle": 3.04, "wall": 5.0, "policy_receive": 0.02,
-                   "model_load": 0.07},
-        run_id=RUN_ID, session=4_503_599_627_370_495,
-    )  # fmt: skip
+        actor_id="sim-00",
+        state="running",
+        board="rpi4",
+        runtime="ai_edge_litert",
+        policy_version=3,
+        env_steps=2331,
+        episodes=97,
+        transitions_sent=2304,
+        batches_sent=36,
+        batches_dropped=1,
+        policies_rejected=2,
+        control_rejected=0,
+        transitions_oversize=0,
+        env_steps_per_s=412.5,
+        recent_return=23.4,
+        time_unix=1_760_000_000.25,
+        breakdown={
+            "env_step": 1.25,
+            "inference": 0.5,
+            "exploration": 0.01,
+            "publish": 0.2,
+            "emulation": 0.0,
+            "idle": 3.04,
+            "wall": 5.0,
+            "policy_receive": 0.02,
+            "model_load": 0.07,
+        },
+        run_id=RUN_ID,
+        session=4_503_599_627_370_495,
+    )
     control = ControlMessage("running", run_id=RUN_ID, reason="credit")
     credit = CreditGrant(RUN_ID, session=4_503_599_627_370_495, credit=2331, refused=(17, 99))
     out = Seeds(
-        cartpole=codec.encode_transitions(cart), pendulum=codec.encode_transitions(pend),
-        model=model, zlib_model=zlib_model, blocks_model=blocks,
-        policy_zlib=bundle(zlib_model, "zlib"), policy_blocks=bundle(blocks, "blocks"),
-        status=codec.encode_status(status), control=codec.encode_control(control),
-        credit=codec.encode_credit(credit),
-        signer=signer, cartpole_spec=cart_spec, pendulum_spec=pend_spec,
-    )  # fmt: skip
+        cartpole=encode_transitions(cart),
+        pendulum=encode_transitions(pend),
+        model=model,
+        zlib_model=zlib_model,
+        blocks_model=blocks,
+        policy_zlib=bundle(zlib_model, "zlib"),
+        policy_blocks=bundle(blocks, "blocks"),
+        status=encode_status(status),
+        control=encode_control(control),
+        credit=encode_credit(credit),
+        signer=signer,
+        cartpole_spec=cart_spec,
+        pendulum_spec=pend_spec,
+    )
     print(f"fuzz seeds made in {time.perf_counter() - t0:.1f} s")
     return out

@@ -89,10 +89,24 @@ def byte_mutation(draw, seeds: list[bytes], max_bytes: int) -> bytes:
 # --- structure-aware mutations of the JSON header --------------------------------------
 
 RAW_LITERALS = (
-    "1e999", "-1e999", "NaN", "Infinity", "-Infinity", "1.0", "0.0", "-0", "true", "false",
-    "null", "9" * 5000, "[" * 20000 + "]" * 20000, "{\"a\":" * 5000 + "1" + "}" * 5000,
-    "\"\\ud800\"", "1E400", "-1e-999",
-)  # fmt: skip
+    "1e999",
+    "-1e999",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1.0",
+    "0.0",
+    "-0",
+    "true",
+    "false",
+    "null",
+    "9" * 5000,
+    "[" * 20000 + "]" * 20000,
+    '{"a":' * 5000 + "1" + "}" * 5000,
+    '"\\ud800"',
+    "1E400",
+    "-1e-999",
+)
 _RAW = "\x00raw-literal-%d\x00"
 
 json_scalars = (

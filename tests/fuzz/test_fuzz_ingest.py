@@ -20,10 +20,10 @@ from conftest import BUDGETS
 from hypothesis import strategies as st
 from test_fuzz_transitions import payloads
 
-from edge_rl.replay.buffer import ReplayBuffer
-from edge_rl.replay.ingest import Ingest
-from edge_rl.transport import codec
-from edge_rl.transport.topics import Topics
+from edge_rl.learner.ingest.pipeline import Ingest
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import decode_transitions, peek_count
 
 MAX = 1_000_000
 TOPICS = Topics(run="fuzz")
@@ -34,10 +34,14 @@ BOUND = 1e6  # Ingest's default max_abs_observation and max_abs_reward
 # The actor's own transitions topic mostly; else another actor's, its status topic, others.
 topic_choices = st.sampled_from(
     [TOPICS.transitions] * 4
-    + [lambda _: TOPICS.transitions("sim-99"), TOPICS.status,
-       lambda _: "edge-rl/other/actors/x/y", lambda _: TOPICS.base + "/actors//transitions",
-       lambda _: ""]
-)  # fmt: skip
+    + [
+        lambda _: TOPICS.transitions("sim-99"),
+        TOPICS.status,
+        lambda _: "edge-rl/other/actors/x/y",
+        lambda _: TOPICS.base + "/actors//transitions",
+        lambda _: "",
+    ]
+)
 
 
 def check_ingest(topic: str, payload: bytes, spec, latest: int) -> None:
@@ -64,12 +68,12 @@ def check_ingest(topic: str, payload: bytes, spec, latest: int) -> None:
     else:
         assert not accepted, f"a malformed batch went into replay: {why}"
         assert len(replay) == 0 and s.transitions == 0 and s.rejected_batches == 1
-        assert s.rejected_transitions == codec.peek_count(payload)
+        assert s.rejected_transitions == peek_count(payload)
 
 
 def too_big(payload: bytes, spec) -> bool:
     """Finite but past the learner's magnitude bounds (the payload is valid by then)."""
-    b = codec.decode_transitions(payload, spec, MAX)
+    b = decode_transitions(payload, spec, MAX)
     obs = max(float(np.abs(b.obs).max(initial=0)), float(np.abs(b.next_obs).max(initial=0)))
     return obs > BOUND or float(np.abs(b.reward).max(initial=0)) > BOUND
 
@@ -88,7 +92,7 @@ def check_internal_error_path(topic: str, payload: bytes, spec) -> None:
 def quiet_ingest():
     """Every case is a new Ingest, so each logs its first reject (with a traceback on the
     internal_error path): formatting them is most of the time. The counters are checked."""
-    logger = logging.getLogger("edge_rl.replay.ingest")
+    logger = logging.getLogger("edge_rl.learner.ingest.pipeline")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     yield

@@ -19,7 +19,8 @@ from conftest import BUDGETS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edge_rl.transport import codec
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.policy import CODECS, decompress_model
 
 _TABLE = struct.Struct("<IIIBBI")
 
@@ -77,9 +78,17 @@ def blocks_case(draw, seeds):
         )
         _TABLE.pack_into(payload, 12 + 18 * k, *values)
     elif op == "count":
-        struct.pack_into("<HI", payload, 6, draw(st.integers(0, 2**16 - 1)),
-                         draw(st.sampled_from([0, len(seeds.model) - 1, len(seeds.model),
-                                               len(seeds.model) + 1, 2**32 - 1])))  # fmt: skip
+        struct.pack_into(
+            "<HI",
+            payload,
+            6,
+            draw(st.integers(0, 2**16 - 1)),
+            draw(
+                st.sampled_from(
+                    [0, len(seeds.model) - 1, len(seeds.model), len(seeds.model) + 1, 2**32 - 1]
+                )
+            ),
+        )
     else:  # a valid zlib stream of a changed inner body: the region checks are reached
         at = 12 + 18 * count
         body = bytearray(zlib.decompress(bytes(payload[at:])))
@@ -94,8 +103,8 @@ def blocks_case(draw, seeds):
 
 def check(payload: bytes, name: str, max_bytes: int, expected: bytes | None) -> None:
     try:
-        out = codec.decompress_model(payload, name, max_bytes)
-    except codec.CodecError as e:
+        out = decompress_model(payload, name, max_bytes)
+    except CodecError as e:
         assert e.reason in fk.CODEC_REASONS, e.reason
         assert expected is None, f"a valid {name} payload was refused: {e}"
         return
@@ -133,17 +142,17 @@ def test_fuzz_blocks(seeds, budget):
 @pytest.mark.parametrize("name", ["zlib", "none", "blocks"])
 def test_the_seeds_decode_to_the_model(seeds, name):
     payload = {"zlib": seeds.zlib_model, "none": seeds.model, "blocks": seeds.blocks_model}[name]
-    assert codec.decompress_model(payload, name, len(seeds.model)) == seeds.model
+    assert decompress_model(payload, name, len(seeds.model)) == seeds.model
     reference = {"zlib": fk.zlib_reference, "blocks": fk.blocks_reference}.get(name)
     assert reference is None or reference(payload, len(seeds.model)) == seeds.model
 
 
 def test_unknown_codec_names_are_bad_codec(seeds):
     @fk_settings()
-    @given(name=st.text(max_size=8).filter(lambda s: s not in codec.CODECS))
+    @given(name=st.text(max_size=8).filter(lambda s: s not in CODECS))
     def run(name):
-        with pytest.raises(codec.CodecError) as err:
-            codec.decompress_model(seeds.zlib_model, name, 10**7)
+        with pytest.raises(CodecError) as err:
+            decompress_model(seeds.zlib_model, name, 10**7)
         assert err.value.reason == "bad_codec"
 
     run()

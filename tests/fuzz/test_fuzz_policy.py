@@ -19,8 +19,9 @@ import fuzzkit as fk
 from conftest import BUDGETS
 from hypothesis import strategies as st
 
-from edge_rl.transport import codec
-from edge_rl.transport.signing import Signer
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.policy import decode_policy, encode_policy, manifest_to_dict
+from edge_rl.wire.signing import Signer
 
 MAX = 1_000_000
 OTHER = Signer.generate()
@@ -61,17 +62,17 @@ def check_policy(payload: bytes, seeds) -> None:
     verifier = seeds.signer.verifier()
     why = fk.policy_violation(payload, verifier, MAX)
     try:
-        bundle = codec.decode_policy(payload, verifier, MAX)
-    except codec.CodecError as e:
+        bundle = decode_policy(payload, verifier, MAX)
+    except CodecError as e:
         assert e.reason in fk.CODEC_REASONS, e.reason
         assert why is None or e.reason != "internal_error"
         assert why is not None, f"a valid bundle was refused: {e}"
         return
     assert why is None, f"a malformed bundle was accepted: {why}: {bundle.manifest}"
     assert bundle.payload == split_signed(payload)[2]
-    as_json = json.loads(json.dumps(codec.manifest_to_dict(bundle.manifest)))
+    as_json = json.loads(json.dumps(manifest_to_dict(bundle.manifest)))
     assert fk.manifest_violation(as_json) is None
-    assert codec.decode_policy(codec.encode_policy(bundle, seeds.signer), verifier) == bundle
+    assert decode_policy(encode_policy(bundle, seeds.signer), verifier) == bundle
 
 
 def test_the_seeds_are_valid(seeds):

@@ -30,8 +30,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from test_fuzz_policy import resigned, split_signed
 
-from edge_rl.edge.policy_slot import PolicySlot
-from edge_rl.transport import codec
+from edge_rl.actor.policy_slot import PolicySlot
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.policy import compress_model, decompress_model, manifest_to_dict
 
 
 @st.composite
@@ -53,23 +54,23 @@ def mutated_model(draw, seeds) -> bytes:
     header.update(model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model))
     header.update(codec=name)
     text = json.dumps(header, separators=(",", ":")).encode()
-    return fk.sign(fk.frame(magic, text), seeds.signer) + codec.compress_model(model, name)
+    return fk.sign(fk.frame(magic, text), seeds.signer) + compress_model(model, name)
 
 
 def check_load(payload: bytes, seeds) -> str:
     slot = PolicySlot(seeds.cartpole_spec, seeds.signer.verifier(), run="fuzz", run_id=RUN_ID)
     try:
         loaded = slot.load(payload)
-    except codec.CodecError as e:
+    except CodecError as e:
         assert e.reason in fk.SLOT_REASONS, e.reason
         return f"refused: {e.reason}"
     m = loaded.manifest
-    as_json = json.loads(json.dumps(codec.manifest_to_dict(m)))
+    as_json = json.loads(json.dumps(manifest_to_dict(m)))
     assert fk.manifest_violation(as_json) is None
     assert (m.run, m.run_id) == ("fuzz", RUN_ID) and m.policy_version > 0
     assert m.env_spec == seeds.cartpole_spec
     assert m.output_kind == "q_values"
-    model = codec.decompress_model(split_signed(payload)[2], m.codec, slot.max_model_bytes)
+    model = decompress_model(split_signed(payload)[2], m.codec, slot.max_model_bytes)
     assert len(model) == m.model_size and fk.sha256(model) == m.model_sha256
     assert loaded.runner.input_shape == (1, 4) and loaded.runner.output_shape == (1, 2)
     assert loaded.runner(np.zeros(4, np.float32)).shape == (2,)
@@ -78,10 +79,15 @@ def check_load(payload: bytes, seeds) -> str:
 
 @pytest.mark.parametrize(
     "budget",
-    [pytest.param(settings(NORMAL, max_examples=200), id="200"),
-     pytest.param(settings(SLOW, max_examples=2_000), id="2000",
-                  marks=[pytest.mark.slow, pytest.mark.deep])],
-)  # fmt: skip
+    [
+        pytest.param(settings(NORMAL, max_examples=200), id="200"),
+        pytest.param(
+            settings(SLOW, max_examples=2_000),
+            id="2000",
+            marks=[pytest.mark.slow, pytest.mark.deep],
+        ),
+    ],
+)
 def test_fuzz_policy_slot_load(seeds, budget):
     tally: Counter[str] = Counter()
 

@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 from edge_rl.specs import EnvSpec
-from edge_rl.transport import codec
-from edge_rl.transport.envelope import pack
 from edge_rl.types import TransitionBatch
+from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_STATUS, CodecError, pack
+from edge_rl.wire.messages import decode_control, decode_status
+from edge_rl.wire.policy import decode_policy, decompress_model, encode_policy, manifest_from_dict
+from edge_rl.wire.transitions import validate_batch
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
@@ -30,10 +32,17 @@ def raw_header(payload: bytes, old: bytes, new: bytes) -> bytes:
 def _record(n_shape: tuple[int, ...]) -> TransitionBatch:
     z = np.zeros(n_shape, np.float32)
     return TransitionBatch(
-        "sim-00", 0, 0, 0, obs=np.zeros((*n_shape, 4), np.float32),
-        action=np.zeros(n_shape, np.int64), reward=z, next_obs=np.zeros((*n_shape, 4), np.float32),
-        terminated=z.astype(bool), truncated=z.astype(bool),
-    )  # fmt: skip
+        "sim-00",
+        0,
+        0,
+        0,
+        obs=np.zeros((*n_shape, 4), np.float32),
+        action=np.zeros(n_shape, np.int64),
+        reward=z,
+        next_obs=np.zeros((*n_shape, 4), np.float32),
+        terminated=z.astype(bool),
+        truncated=z.astype(bool),
+    )
 
 
 @pytest.mark.parametrize(
@@ -42,14 +51,14 @@ def _record(n_shape: tuple[int, ...]) -> TransitionBatch:
     ids=["0-d reward: len() raised IndexError", "no rows: min() raised ValueError"],
 )
 def test_validate_batch_refuses_a_record_without_rows(record):
-    with pytest.raises(codec.CodecError) as err:
-        codec.validate_batch(record, CARTPOLE)
+    with pytest.raises(CodecError) as err:
+        validate_batch(record, CARTPOLE)
     assert err.value.reason == "shape"
 
 
 def _status(**header) -> bytes:
     base = {"actor_id": "sim-00", "state": "running", "env_steps": 10, "recent_return": None}
-    return pack(codec.MAGIC_STATUS, {**base, **header})
+    return pack(MAGIC_STATUS, {**base, **header})
 
 
 @pytest.mark.parametrize(
@@ -64,24 +73,32 @@ def _status(**header) -> bytes:
         _status(recent_return="23"),
         raw_header(_status(), b'"env_steps":10', b'"time_unix":1e999,"env_steps":10'),
     ],
-    ids=["actor_id null", "unknown state", "env_steps a string", "negative version",
-         "a bool counter", "board an int", "recent_return a string", "time_unix 1e999"],
-)  # fmt: skip
+    ids=[
+        "actor_id null",
+        "unknown state",
+        "env_steps a string",
+        "negative version",
+        "a bool counter",
+        "board an int",
+        "recent_return a string",
+        "time_unix 1e999",
+    ],
+)
 def test_decode_status_refuses_mistyped_fields(payload):
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_status(payload)
+    with pytest.raises(CodecError) as err:
+        decode_status(payload)
     assert err.value.reason == "bad_header"
 
 
 def test_decode_status_still_takes_a_null_recent_return_and_missing_fields():
-    status = codec.decode_status(_status())
+    status = decode_status(_status())
     assert status.recent_return is None and status.board == "" and status.env_steps == 10
 
 
 def test_decode_control_refuses_a_reason_that_is_not_a_string():
-    payload = pack(codec.MAGIC_CONTROL, {"state": "running", "reason": None})
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_control(payload)
+    payload = pack(MAGIC_CONTROL, {"state": "running", "reason": None})
+    with pytest.raises(CodecError) as err:
+        decode_control(payload)
     assert err.value.reason == "bad_header"
 
 
@@ -90,35 +107,61 @@ _STREAM = zlib.compress(b"a model of some bytes" * 20, 9)
 
 @pytest.mark.parametrize(
     "payload,reason",
-    [(b"", "truncated"), (_STREAM[:-4], "truncated"), (_STREAM[:2], "truncated"),
-     (_STREAM + b"\0", "bad_model"), (_STREAM + _STREAM, "bad_model")],
-    ids=["empty: inflated to b''", "adler-32 cut off", "zlib header only",
-         "a byte after the stream", "two streams"],
-)  # fmt: skip
+    [
+        (b"", "truncated"),
+        (_STREAM[:-4], "truncated"),
+        (_STREAM[:2], "truncated"),
+        (_STREAM + b"\0", "bad_model"),
+        (_STREAM + _STREAM, "bad_model"),
+    ],
+    ids=[
+        "empty: inflated to b''",
+        "adler-32 cut off",
+        "zlib header only",
+        "a byte after the stream",
+        "two streams",
+    ],
+)
 def test_decompress_zlib_needs_one_complete_stream(payload, reason):
-    with pytest.raises(codec.CodecError) as err:
-        codec.decompress_model(payload, "zlib", 10_000)
+    with pytest.raises(CodecError) as err:
+        decompress_model(payload, "zlib", 10_000)
     assert err.value.reason == reason
 
 
 def test_decompress_none_is_bounded_too():
-    assert codec.decompress_model(b"x" * 100, "none", 100) == b"x" * 100
-    with pytest.raises(codec.CodecError) as err:
-        codec.decompress_model(b"x" * 101, "none", 100)
+    assert decompress_model(b"x" * 100, "none", 100) == b"x" * 100
+    with pytest.raises(CodecError) as err:
+        decompress_model(b"x" * 101, "none", 100)
     assert err.value.reason == "too_large"
 
 
 def _manifest(**changes) -> dict:
     m = {
-        "policy_version": 3, "algo": "dqn", "env_id": "CartPole-v1",
-        "env_spec": {"obs_shape": [4], "num_actions": 2, "action_shape": [],
-                     "action_low": [], "action_high": []},
-        "precision": "int8", "input_quant": {"dtype": "float32", "scale": 0.0, "zero_point": 0},
+        "policy_version": 3,
+        "algo": "dqn",
+        "env_id": "CartPole-v1",
+        "env_spec": {
+            "obs_shape": [4],
+            "num_actions": 2,
+            "action_shape": [],
+            "action_low": [],
+            "action_high": [],
+        },
+        "precision": "int8",
+        "input_quant": {"dtype": "float32", "scale": 0.0, "zero_point": 0},
         "output_quant": {"dtype": "float32", "scale": 0.0, "zero_point": 0},
-        "obs_mean": [0.0] * 4, "obs_std": [1.0] * 4, "exploration": {"epsilon": 0.05},
-        "learner_step": 1500, "model_sha256": "ab" * 32, "model_size": 4704, "codec": "zlib",
-        "output_kind": "q_values", "run_id": "r1", "created_unix": 1.0, "extra": {},
-    }  # fmt: skip
+        "obs_mean": [0.0] * 4,
+        "obs_std": [1.0] * 4,
+        "exploration": {"epsilon": 0.05},
+        "learner_step": 1500,
+        "model_sha256": "ab" * 32,
+        "model_size": 4704,
+        "codec": "zlib",
+        "output_kind": "q_values",
+        "run_id": "r1",
+        "created_unix": 1.0,
+        "extra": {},
+    }
     for key, value in changes.items():
         if key.startswith("spec_"):
             m["env_spec"] = {**m["env_spec"], key[5:]: value}
@@ -152,38 +195,40 @@ MISTYPED = {
 
 @pytest.mark.parametrize("header", MISTYPED.values(), ids=MISTYPED.keys())
 def test_a_signed_mistyped_manifest_is_bad_manifest(header):
-    from edge_rl.transport.envelope import MAGIC_POLICY, pack_signed
-    from edge_rl.transport.signing import Signer
+    from edge_rl.wire.envelope import MAGIC_POLICY, pack_signed
+    from edge_rl.wire.signing import Signer
 
     signer = Signer.generate()
     payload = pack_signed(MAGIC_POLICY, header, b"model", signer.sign, signer.key_id)
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_policy(payload, signer.verifier())
+    with pytest.raises(CodecError) as err:
+        decode_policy(payload, signer.verifier())
     assert err.value.reason == "bad_manifest"
 
 
 @pytest.mark.parametrize(
     "old,new",
-    [('"created_unix": 1.0', '"created_unix": 1e999'),
-     ('"extra": {}', '"extra": {"a": [1, {"b": -1e999}]}')],
+    [
+        ('"created_unix": 1.0', '"created_unix": 1e999'),
+        ('"extra": {}', '"extra": {"a": [1, {"b": -1e999}]}'),
+    ],
     ids=["created_unix 1e999", "1e999 deep in extra: decoded, then could not be re-encoded"],
-)  # fmt: skip
+)
 def test_a_signed_1e999_is_bad_manifest(old, new):
-    from edge_rl.transport.envelope import _PREFIX, MAGIC_POLICY, SCHEMA_VERSION
-    from edge_rl.transport.signing import Signer
+    from edge_rl.wire.envelope import _PREFIX, MAGIC_POLICY, SCHEMA_VERSION
+    from edge_rl.wire.signing import Signer
 
     signer = Signer.generate()
     text = json.dumps(_manifest()).replace(old, new)
     assert new in text
     signed = _PREFIX.pack(MAGIC_POLICY, SCHEMA_VERSION, len(text)) + text.encode()
     payload = signed + signer.key_id + signer.sign(signed) + b"model"
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_policy(payload, signer.verifier())
+    with pytest.raises(CodecError) as err:
+        decode_policy(payload, signer.verifier())
     assert err.value.reason == "bad_manifest"
 
 
 def test_a_well_typed_manifest_still_decodes():
-    m = codec.manifest_from_dict(_manifest())
+    m = manifest_from_dict(_manifest())
     assert m.model_size == 4704 and m.obs_std == (1.0,) * 4
 
 
@@ -200,22 +245,34 @@ def _zeroed(offset: int) -> bytes:
 
 def _slot_load(model: bytes) -> str:
     """Sign ``model`` (with its true size and hash) and load it as an actor does."""
-    from edge_rl.edge.policy_slot import PolicySlot
-    from edge_rl.transport.signing import Signer
+    from edge_rl.actor.policy_slot import PolicySlot
     from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+    from edge_rl.wire.signing import Signer
 
     signer = Signer.generate()
     float_io = QuantParams("float32", 0.0, 0)
     m = PolicyManifest(
-        policy_version=1, algo="dqn", env_id="CartPole-v1", env_spec=CARTPOLE, precision="int8",
-        input_quant=float_io, output_quant=float_io, obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4,
-        exploration={"epsilon": 0.1}, learner_step=0, codec="none", run="r1", run_id="s1",
-        model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model),
-    )  # fmt: skip
+        policy_version=1,
+        algo="dqn",
+        env_id="CartPole-v1",
+        env_spec=CARTPOLE,
+        precision="int8",
+        input_quant=float_io,
+        output_quant=float_io,
+        obs_mean=(0.0,) * 4,
+        obs_std=(1.0,) * 4,
+        exploration={"epsilon": 0.1},
+        learner_step=0,
+        codec="none",
+        run="r1",
+        run_id="s1",
+        model_sha256=hashlib.sha256(model).hexdigest(),
+        model_size=len(model),
+    )
     slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1", run_id="s1")
     try:
-        slot.load(codec.encode_policy(PolicyBundle(m, model), signer))
-    except codec.CodecError as e:
+        slot.load(encode_policy(PolicyBundle(m, model), signer))
+    except CodecError as e:
         return e.reason
     return "loaded"
 
@@ -227,9 +284,11 @@ def test_the_kept_model_loads():
 @pytest.mark.parametrize(
     "offset",
     [1648, 1665],
-    ids=["allocate_tensors raised RuntimeError (MUL with 0 inputs)",
-         "invoke raised RuntimeError (input tensor lacks data)"],
-)  # fmt: skip
+    ids=[
+        "allocate_tensors raised RuntimeError (MUL with 0 inputs)",
+        "invoke raised RuntimeError (input tensor lacks data)",
+    ],
+)
 def test_a_model_that_cannot_run_is_load_failed(offset):
     # In a child: LiteRT may segfault on a malformed model (see the xfail below).
     assert fk.in_child(lambda: _slot_load(_zeroed(offset))) == ("ok", "load_failed")

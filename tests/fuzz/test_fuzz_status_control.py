@@ -14,7 +14,15 @@ import fuzzkit as fk
 from conftest import BUDGETS
 from hypothesis import strategies as st
 
-from edge_rl.transport import codec
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.messages import (
+    decode_control,
+    decode_credit,
+    decode_status,
+    encode_control,
+    encode_credit,
+    encode_status,
+)
 
 MAX = 64 * 1024
 
@@ -27,7 +35,7 @@ def check(payload: bytes, decode, encode, violation) -> None:
     why = violation(payload)
     try:
         record = decode(payload)
-    except codec.CodecError as e:
+    except CodecError as e:
         assert e.reason in fk.CODEC_REASONS, e.reason
         assert why is not None, f"a valid payload was refused: {e}"
         return
@@ -41,7 +49,7 @@ def test_fuzz_decode_status(seeds, budget):
     fk.fuzz(
         budget,
         payloads(seeds.status),
-        lambda p: check(p, codec.decode_status, codec.encode_status, fk.status_violation),
+        lambda p: check(p, decode_status, encode_status, fk.status_violation),
     )
 
 
@@ -50,7 +58,7 @@ def test_fuzz_decode_control(seeds, budget):
     fk.fuzz(
         budget,
         payloads(seeds.control),
-        lambda p: check(p, codec.decode_control, codec.encode_control, fk.control_violation),
+        lambda p: check(p, decode_control, encode_control, fk.control_violation),
     )
 
 
@@ -59,15 +67,15 @@ def test_fuzz_decode_credit(seeds, budget):
     fk.fuzz(
         budget,
         fk.byte_mutation([seeds.credit], 4096) | fk.header_mutation([seeds.credit]),
-        lambda p: check(p, codec.decode_credit, codec.encode_credit, fk.credit_violation),
+        lambda p: check(p, decode_credit, encode_credit, fk.credit_violation),
     )
 
 
 def test_the_seeds_are_valid(seeds):
-    status = codec.decode_status(seeds.status)
+    status = decode_status(seeds.status)
     assert fk.status_violation(seeds.status) is None and status.breakdown
-    control = codec.decode_control(seeds.control)
+    control = decode_control(seeds.control)
     assert fk.control_violation(seeds.control) is None and control.run_id
-    credit = codec.decode_credit(seeds.credit)
+    credit = decode_credit(seeds.credit)
     assert fk.credit_violation(seeds.credit) is None and credit.refused == (17, 99)
     assert dataclasses.asdict(status)["session"] == credit.session

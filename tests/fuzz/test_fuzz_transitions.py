@@ -19,12 +19,38 @@ from conftest import BUDGETS
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from edge_rl.transport import codec
 from edge_rl.types import TransitionBatch
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.transitions import (
+    decode_transitions,
+    encode_transitions,
+    peek_count,
+    validate_batch,
+)
 
 MAX = 1_000_000
-DTYPES = ["<f4", "<f8", ">f4", "<i8", ">i8", "<i4", "|u1", "|i1", "|b1", "<f2", "<c8", "O",
-          "<U4", "V8", "", "f4", "float32", None, 4, ["<f4"]]  # fmt: skip
+DTYPES = [
+    "<f4",
+    "<f8",
+    ">f4",
+    "<i8",
+    ">i8",
+    "<i4",
+    "|u1",
+    "|i1",
+    "|b1",
+    "<f2",
+    "<c8",
+    "O",
+    "<U4",
+    "V8",
+    "",
+    "f4",
+    "float32",
+    None,
+    4,
+    ["<f4"],
+]
 FLOATS = st.floats(width=32) | st.sampled_from([np.nan, np.inf, -np.inf, 3e38, -0.0, 2.5])
 
 
@@ -40,11 +66,23 @@ def array_mutation(draw, seeds: list[bytes]) -> bytes:
     elif op == "shape":
         shape = list(arrays[i]["shape"])
         arrays[i]["shape"] = draw(
-            st.sampled_from([[], [0], shape + [1], shape[:1], [shape[0] + 1, *shape[1:]],
-                             [-1, *shape[1:]], [shape[0], 2**62], [*shape, 0], [shape[0]] * 9,
-                             [float(shape[0]), *shape[1:]], [True, *shape[1:]]])
+            st.sampled_from(
+                [
+                    [],
+                    [0],
+                    shape + [1],
+                    shape[:1],
+                    [shape[0] + 1, *shape[1:]],
+                    [-1, *shape[1:]],
+                    [shape[0], 2**62],
+                    [*shape, 0],
+                    [shape[0]] * 9,
+                    [float(shape[0]), *shape[1:]],
+                    [True, *shape[1:]],
+                ]
+            )
             | st.lists(st.integers(-2, 2**40), max_size=4)
-        )  # fmt: skip
+        )
     elif op == "drop":
         del arrays[i]
     elif op == "dup":
@@ -88,20 +126,24 @@ def payloads(seeds) -> st.SearchStrategy[tuple[bytes, object]]:
 
 def check_transitions(payload: bytes, spec) -> None:
     why = fk.transition_violation(payload, spec, MAX)
-    count = codec.peek_count(payload)  # the ingest's reject path: must never raise
+    count = peek_count(payload)  # the ingest's reject path: must never raise
     assert type(count) is int and 0 <= count < 10**7
     try:
-        batch = codec.decode_transitions(payload, spec, MAX)
-    except codec.CodecError as e:
+        batch = decode_transitions(payload, spec, MAX)
+    except CodecError as e:
         assert e.reason in fk.CODEC_REASONS, e.reason
         assert why is not None, f"a valid payload was refused: {e}"
         return
     assert why is None, f"a malformed payload was accepted: {why}"
-    codec.validate_batch(batch, spec)  # every invariant of §3.1 on the record
+    validate_batch(batch, spec)  # every invariant of §3.1 on the record
     assert count == len(batch) > 0
-    again = codec.decode_transitions(codec.encode_transitions(batch), spec, MAX)
+    again = decode_transitions(encode_transitions(batch), spec, MAX)
     assert (again.actor_id, again.session, again.seq, again.policy_version) == (
-        batch.actor_id, batch.session, batch.seq, batch.policy_version)  # fmt: skip
+        batch.actor_id,
+        batch.session,
+        batch.seq,
+        batch.policy_version,
+    )
     for name in TransitionBatch.ARRAYS:
         a, b = getattr(batch, name), getattr(again, name)
         assert a.dtype == b.dtype and a.shape == b.shape
@@ -109,10 +151,12 @@ def check_transitions(payload: bytes, spec) -> None:
 
 
 def test_the_seeds_are_valid(seeds):
-    for payload, spec in ((seeds.cartpole, seeds.cartpole_spec),
-                          (seeds.pendulum, seeds.pendulum_spec)):  # fmt: skip
+    for payload, spec in (
+        (seeds.cartpole, seeds.cartpole_spec),
+        (seeds.pendulum, seeds.pendulum_spec),
+    ):
         assert fk.transition_violation(payload, spec, MAX) is None
-        batch = codec.decode_transitions(payload, spec)
+        batch = decode_transitions(payload, spec)
         assert batch.terminated.any() or batch.truncated.any() or not spec.discrete
         check_transitions(payload, spec)
 
@@ -129,9 +173,14 @@ def test_fuzz_decode_transitions(seeds, budget):
 def batches(draw, spec):
     n = draw(st.integers(0, 4))
     act = (n,) if spec.discrete else (n, *spec.action_shape)
-    want = {"obs": ((n, *spec.obs_shape), np.float32), "next_obs": ((n, *spec.obs_shape),
-            np.float32), "action": (act, spec.action_dtype), "reward": ((n,), np.float32),
-            "terminated": ((n,), np.bool_), "truncated": ((n,), np.bool_)}  # fmt: skip
+    want = {
+        "obs": ((n, *spec.obs_shape), np.float32),
+        "next_obs": ((n, *spec.obs_shape), np.float32),
+        "action": (act, spec.action_dtype),
+        "reward": ((n,), np.float32),
+        "terminated": ((n,), np.bool_),
+        "truncated": ((n,), np.bool_),
+    }
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     arrays = {}
     for name, (shape, dtype) in want.items():
@@ -156,8 +205,14 @@ def record_violation(b: TransitionBatch, spec) -> str | None:
     if not n:
         return "no transitions"
     act = (n,) if spec.discrete else (n, *spec.action_shape)
-    shapes = {"obs": (n, *spec.obs_shape), "next_obs": (n, *spec.obs_shape), "action": act,
-              "reward": (n,), "terminated": (n,), "truncated": (n,)}  # fmt: skip
+    shapes = {
+        "obs": (n, *spec.obs_shape),
+        "next_obs": (n, *spec.obs_shape),
+        "action": act,
+        "reward": (n,),
+        "terminated": (n,),
+        "truncated": (n,),
+    }
     if any(getattr(b, k).shape != s for k, s in shapes.items()):
         return "shape"
     if b.obs.dtype != np.float32 or b.next_obs.dtype != np.float32:
@@ -185,8 +240,8 @@ def test_fuzz_validate_batch(seeds, budget):
         spec, batch = case
         why = record_violation(batch, spec)
         try:
-            codec.validate_batch(batch, spec)
-        except codec.CodecError as e:
+            validate_batch(batch, spec)
+        except CodecError as e:
             assert e.reason in fk.CODEC_REASONS
             assert why is not None, f"a valid record was refused: {e}"
             return
@@ -198,4 +253,4 @@ def test_fuzz_validate_batch(seeds, budget):
 def test_a_header_length_past_the_end_is_truncated(seeds):
     payload = bytearray(seeds.cartpole)
     payload[6:10] = struct.pack("<I", 2**32 - 1)
-    assert codec.peek_count(bytes(payload)) == 0
+    assert peek_count(bytes(payload)) == 0

@@ -23,20 +23,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edge_rl.edge.board import BoardConfig, Emulation
-from edge_rl.edge.exploration import random_action
-from edge_rl.edge.runtime import TFLitePolicy
-from edge_rl.nodes import actor_node
-from edge_rl.nodes.actor_node import ActorNode, ActorOptions
+from edge_rl.actor import node as actor_node
+from edge_rl.actor.exploration import random_action
+from edge_rl.actor.node import ActorNode, ActorOptions
+from edge_rl.boards import BoardConfig, Emulation
+from edge_rl.runtime.litert import TFLitePolicy
 from edge_rl.specs import EnvSpec
-from edge_rl.transport import codec
-from edge_rl.transport.topics import Topics
 from edge_rl.types import (
     ACTOR_LOOP_BUCKETS,
     ActorStatus,
     PolicyBundle,
     PolicyManifest,
 )
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.messages import decode_status
+from edge_rl.wire.policy import compress_model, encode_policy
+from edge_rl.wire.topics import Topics
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 US = 2e-6  # every value is rounded to 1 µs on the wire
@@ -71,7 +73,8 @@ class Stopwatch:
 class TimedEnv:
     def __init__(self, env, step: Stopwatch, reset: Stopwatch) -> None:
         self.env = env
-        self.step, self.reset = step.wrap(env.step), reset.wrap(env.reset)
+        self.step = step.wrap(env.step)
+        self.reset = reset.wrap(env.reset)
 
     def close(self) -> None:
         self.env.close()
@@ -140,14 +143,14 @@ def start(node: ActorNode) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, out
 
 
-def status_inbox(client, topic: str) -> list[ActorStatus | codec.CodecError]:
+def status_inbox(client, topic: str) -> list[ActorStatus | CodecError]:
     """Every status the actor publishes, decoded as the learner decodes it."""
-    got: list[ActorStatus | codec.CodecError] = []
+    got: list[ActorStatus | CodecError] = []
 
     def on_message(_client, _userdata, msg) -> None:
         try:
-            got.append(codec.decode_status(msg.payload))
-        except codec.CodecError as e:  # must not happen: the test fails on it below
+            got.append(decode_status(msg.payload))
+        except CodecError as e:  # must not happen: the test fails on it below
             got.append(e)
 
     client.on_message = on_message
@@ -205,8 +208,15 @@ def test_breakdown_without_a_policy(
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
     inbox = status_inbox(client, topics.status("a0"))
-    opts = ActorOptions("a0", "CartPole-v1", mosquitto.url, run=run, seed=1, max_env_steps=3000,
-                        policy_key=str(policy_keys[1]))  # fmt: skip
+    opts = ActorOptions(
+        "a0",
+        "CartPole-v1",
+        mosquitto.url,
+        run=run,
+        seed=1,
+        max_env_steps=3000,
+        policy_key=str(policy_keys[1]),
+    )
     node = ActorNode(make_board(1.0), opts)
     grant_run(client, topics, "a0", node.session)
     assert node._status("offline").breakdown == {}  # the last will has none: nothing ran
@@ -255,11 +265,10 @@ def _bundle(exported, version: int, signer, run: str, sha: str | None = None) ->
         model_sha256=sha or hashlib.sha256(exported.tflite).hexdigest(),
         model_size=len(exported.tflite),
         codec="zlib",
-        run=run, run_id="test-run-start",  # grant_run's run start (tests/conftest.py)
+        run=run,
+        run_id="test-run-start",  # grant_run's run start (tests/conftest.py)
     )
-    return codec.encode_policy(
-        PolicyBundle(manifest, codec.compress_model(exported.tflite, "zlib")), signer
-    )
+    return encode_policy(PolicyBundle(manifest, compress_model(exported.tflite, "zlib")), signer)
 
 
 @pytest.mark.slow
@@ -278,8 +287,16 @@ def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
     # Paused first: the actor waits (idle) while a bad and then a good policy arrive.
     signer, public_key = policy_keys
     publish(client, topics.policy, _bundle(exported, 1, signer, run, sha="00" * 32))
-    opts = ActorOptions("a1", "CartPole-v1", mosquitto.url, run=run, seed=2, max_env_steps=3000,
-                        policy_key=str(public_key), emulate=True)  # fmt: skip
+    opts = ActorOptions(
+        "a1",
+        "CartPole-v1",
+        mosquitto.url,
+        run=run,
+        seed=2,
+        max_env_steps=3000,
+        policy_key=str(public_key),
+        emulate=True,
+    )
     node = ActorNode(make_board(1.5), opts)
     grant_run(client, topics, "a1", node.session, state="paused")
     w = instrument(node, monkeypatch)

@@ -12,11 +12,12 @@ import threading
 import time
 import uuid
 
-from edge_rl.edge.board import BoardConfig
-from edge_rl.nodes.actor_node import ActorNode, ActorOptions
-from edge_rl.transport import codec
-from edge_rl.transport.topics import Topics
+from edge_rl.actor.node import ActorNode, ActorOptions
+from edge_rl.boards import BoardConfig
 from edge_rl.types import ActorStatus
+from edge_rl.wire.envelope import MAGIC_CONTROL
+from edge_rl.wire.messages import decode_status
+from edge_rl.wire.topics import Topics
 
 
 def test_status_counts_bad_control_and_oversize_batches(
@@ -26,19 +27,29 @@ def test_status_counts_bad_control_and_oversize_batches(
     topics = Topics("edge-rl", run)
     client = mqtt_client_factory(mosquitto)
     statuses: list[ActorStatus] = []
-    client.on_message = lambda _c, _u, msg: statuses.append(codec.decode_status(msg.payload))
+    client.on_message = lambda _c, _u, msg: statuses.append(decode_status(msg.payload))
     client.subscribe(topics.status("a0"), qos=1)
     # 16 CartPole transitions encode to well over 200 bytes: every batch is oversize.
     board = BoardConfig(
-        board="test-board", batch_size=16, flush_interval_s=0.1, status_interval_s=0.2,
+        board="test-board",
+        batch_size=16,
+        flush_interval_s=0.1,
+        status_interval_s=0.2,
         max_batch_bytes=200,
-    )  # fmt: skip
-    opts = ActorOptions("a0", "CartPole-v1", mosquitto.url, run=run, seed=3, max_env_steps=400,
-                        policy_key=str(policy_keys[1]))  # fmt: skip
+    )
+    opts = ActorOptions(
+        "a0",
+        "CartPole-v1",
+        mosquitto.url,
+        run=run,
+        seed=3,
+        max_env_steps=400,
+        policy_key=str(policy_keys[1]),
+    )
     node = ActorNode(board, opts)
     thread = threading.Thread(target=node.run, daemon=True)
     # Retained, so the actor gets each one when it subscribes or at once if it has.
-    bad = codec.MAGIC_CONTROL + b"\x01\x00 not a header"
+    bad = MAGIC_CONTROL + b"\x01\x00 not a header"
     client.publish(topics.control, bad, qos=1, retain=True).wait_for_publish(5)
     with caplog.at_level(logging.WARNING, logger="edge_rl"):
         thread.start()

@@ -17,9 +17,9 @@ import pytest
 
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig
-from edge_rl.nodes.checkpoint import Checkpoint, CheckpointError
-from edge_rl.nodes.durable import agent_arrays
-from edge_rl.nodes.learner_node import LearnerNode
+from edge_rl.learner.checkpoint import Checkpoint, CheckpointError
+from edge_rl.learner.durable import agent_arrays
+from edge_rl.learner.node import LearnerNode
 from edge_rl.transport.memory import MemoryBroker
 
 sys.path.insert(0, str(Path(__file__).parent))  # its neighbour's config and in-memory run
@@ -27,9 +27,12 @@ from test_nodes_in_memory import run_config, run_in_memory  # noqa: E402
 
 
 def td3_config(run: str):
-    return run_config(run, env_id="Pendulum-v1", algo="td3",
-                      td3=TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16),
-                                    batch_size=32))  # fmt: skip
+    return run_config(
+        run,
+        env_id="Pendulum-v1",
+        algo="td3",
+        td3=TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16), batch_size=32),
+    )
 
 
 def gst_config(run: str):
@@ -54,16 +57,19 @@ def node_with_data(cfg, run_dir, updates: int = 7) -> LearnerNode:
     node.ingest.stats.by_actor["pi-01"] = n  # a real board: counts from zero on resume too
     node.ingest.stats.by_actor["sim-00"] = 7  # the simulated fleet restarts with the learner
     for _ in range(updates):
-        node.agent.update(node.replay)
+        node.agent.update(node.replay.sample(node.agent.batch_size))
     return node
 
 
 @pytest.mark.parametrize(
     ("make_cfg", "updates"),
-    [(lambda: run_config("ck-dqn"), 7), (lambda: td3_config("ck-td3"), 7),
-     (lambda: gst_config("ck-gst"), 75)],
+    [
+        (lambda: run_config("ck-dqn"), 7),
+        (lambda: td3_config("ck-td3"), 7),
+        (lambda: gst_config("ck-gst"), 75),
+    ],
     ids=["dqn", "td3", "dqn-gst-pruned"],
-)  # fmt: skip
+)
 def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, make_cfg, updates):
     cfg = make_cfg()
     cfg = dataclasses.replace(cfg, fleet=dataclasses.replace(cfg.fleet, actors=1))
@@ -90,7 +96,10 @@ def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, m
     # The next updates: same minibatches (replay's rng), same optimiser slots and noise,
     # and for GST the same masks, re-imposed after each step (and the next prune, at 80).
     for _ in range(6):
-        a, b = first.agent.update(first.replay), second.agent.update(second.replay)
+        a, b = (
+            first.agent.update(first.replay.sample(first.agent.batch_size)),
+            second.agent.update(second.replay.sample(second.agent.batch_size)),
+        )
         assert a == b
     after = agent_arrays(first.agent.agent)
     for name, value in agent_arrays(second.agent.agent).items():
@@ -123,7 +132,7 @@ def test_a_save_that_died_half_way_leaves_the_previous_checkpoint(tmp_path):
     (tmp_path / "run" / "checkpoint").rename(tmp_path / "run" / "checkpoint.old")
     (tmp_path / "run" / "checkpoint.tmp").mkdir()  # and a half-written next one
     assert ck.load().header["env_steps"] == 500
-    node.agent.update(node.replay)
+    node.agent.update(node.replay.sample(node.agent.batch_size))
     node.durable.save()  # the next save completes and cleans up
     assert ck.load().header["updates"] == 8
     assert not (tmp_path / "run" / "checkpoint.old").exists()

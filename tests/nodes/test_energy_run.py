@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_rl.edge.board import load_board
+from edge_rl.boards import load_board
 from edge_rl.telemetry.energy import busy_idle, energy_kwh
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +21,16 @@ def test_tiny_run_reports_energy(tmp_path, mosquitto_available, cli, tiny_learn)
 
     csvs = set(ROOT.glob("*.csv"))
     run = tmp_path / "run"
-    proc = cli("learn", "--config", str(CONFIG), "--out", str(run), *tiny_learn("dqn"),
-               "--set", "run=energy-smoke")  # fmt: skip
+    proc = cli(
+        "learn",
+        "--config",
+        str(CONFIG),
+        "--out",
+        str(run),
+        *tiny_learn("dqn"),
+        "--set",
+        "run=energy-smoke",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run / "summary.json").read_text())
     e = summary["energy"]
@@ -41,7 +49,10 @@ def test_tiny_run_reports_energy(tmp_path, mosquitto_available, cli, tiny_learn)
     power = load_board(ROOT / "firmware_configs" / "rpi5.yaml").power
     assert (fleet["method"], fleet["board"]) == ("power model", "rpi5")
     assert (fleet["idle_w"], fleet["busy_w"], fleet["source"]) == (
-        power.idle_w, power.busy_w, power.source)  # fmt: skip
+        power.idle_w,
+        power.busy_w,
+        power.source,
+    )
     assert fleet["kwh"] > 0 and fleet["missing"] == {}
     assert fleet["kg_co2e"] == pytest.approx(fleet["kwh"] * g_per_kwh / 1000, rel=1e-3)
     actors = fleet["actors"]

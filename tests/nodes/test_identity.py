@@ -10,22 +10,22 @@ import uuid
 
 import pytest
 
+from edge_rl.actor.run_control import RunControl
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.config import ExportConfig, FleetConfig, RunConfig
-from edge_rl.edge.run_control import RunControl
-from edge_rl.nodes.identity import Identities
-from edge_rl.transport import codec
+from edge_rl.learner.identity import Identities
 from edge_rl.types import ControlMessage, CreditGrant
+from edge_rl.wire.messages import encode_control, encode_credit
 
 ME = 4242
 
 
 def control(state: str, run_id: str) -> bytes:
-    return codec.encode_control(ControlMessage(state, run_id))
+    return encode_control(ControlMessage(state, run_id))
 
 
 def grant(run_id: str, credit: int, session: int = ME, refused=()) -> bytes:
-    return codec.encode_credit(CreditGrant(run_id, session, credit, tuple(refused)))
+    return encode_credit(CreditGrant(run_id, session, credit, tuple(refused)))
 
 
 def test_an_actor_joins_the_run_start_of_the_newest_control_and_ignores_old_stops():
@@ -114,28 +114,49 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
     """Two real `edge-rl actor` processes log in as one board (same id, same password)
     to a real Mosquitto that ties client ids to usernames, next to a real learner: the
     second one is refused, says why, and exits with status 3; the run finishes."""
-    from edge_rl.fleet.fleet import Fleet
-    from edge_rl.nodes.learner_node import LearnerNode
-    from edge_rl.transport.broker import EmbeddedBroker
-    from edge_rl.transport.broker_config import BrokerAccounts
+    from edge_rl.broker.config import BrokerAccounts
+    from edge_rl.broker.embedded import EmbeddedBroker
+    from edge_rl.learner.node import LearnerNode
+    from edge_rl.sim.fleet import Fleet
     from edge_rl.transport.mqtt import mqtt_connect
 
     run = f"dup-{uuid.uuid4().hex[:8]}"
     cfg = RunConfig(
-        env_id="CartPole-v1", run=run, total_env_steps=2_000, learning_starts=200,
-        replay_ratio=0.25, max_lag_transitions=200, eval_episodes=2, select_every=2,
-        select_episodes=2, dqn=DQNConfig(hidden=(16, 16), batch_size=32),
+        env_id="CartPole-v1",
+        run=run,
+        total_env_steps=2_000,
+        learning_starts=200,
+        replay_ratio=0.25,
+        max_lag_transitions=200,
+        eval_episodes=2,
+        select_every=2,
+        select_episodes=2,
+        dqn=DQNConfig(hidden=(16, 16), batch_size=32),
         fleet=FleetConfig(actors=0),
-        export=ExportConfig(every_updates=100, calibration_size=50, parity_size=50,
-                            min_greedy_agreement=0.0),
-    )  # fmt: skip
+        export=ExportConfig(
+            every_updates=100, calibration_size=50, parity_size=50, min_greedy_agreement=0.0
+        ),
+    )
     accounts = BrokerAccounts(actors=("sim-00",), root=cfg.transport.root, run=run)
     signer, public_key = policy_keys
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
-        fleet = Fleet(1, fast_board, broker.url, cfg.env_id, policy_key=public_key, run=run,
-                      log_dir=tmp_path / "fleet", auth=broker.auth)  # fmt: skip
-        node = LearnerNode(cfg, mqtt_connect(broker.url, broker.auth("learner")),
-                           tmp_path / "run", signer=signer, fleet_alive=fleet.alive)  # fmt: skip
+        fleet = Fleet(
+            1,
+            fast_board,
+            broker.url,
+            cfg.env_id,
+            policy_key=public_key,
+            run=run,
+            log_dir=tmp_path / "fleet",
+            auth=broker.auth,
+        )
+        node = LearnerNode(
+            cfg,
+            mqtt_connect(broker.url, broker.auth("learner")),
+            tmp_path / "run",
+            signer=signer,
+            fleet_alive=fleet.alive,
+        )
         password = broker.auth("sim-00").password_file  # the board's own: the same login
         second = None
 
@@ -143,11 +164,30 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
             nonlocal second
             if second is None and node.env_steps > 0:
                 second = subprocess.Popen(
-                    [sys.executable, "-m", "edge_rl.cli", "actor", "--board", str(fast_board),
-                     "--broker", broker.url, "--env", cfg.env_id, "--id", "sim-00", "--run", run,
-                     "--policy-key", str(public_key), "--password-file", str(password)],
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        "-m",
+                        "edge_rl.cli",
+                        "actor",
+                        "--board",
+                        str(fast_board),
+                        "--broker",
+                        broker.url,
+                        "--env",
+                        cfg.env_id,
+                        "--id",
+                        "sim-00",
+                        "--run",
+                        run,
+                        "--policy-key",
+                        str(public_key),
+                        "--password-file",
+                        str(password),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
             return real_update(*args, **kwargs)
 
         real_update = node.agent.update

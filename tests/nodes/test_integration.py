@@ -21,12 +21,13 @@ import pytest
 
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.config import ExportConfig, FleetConfig, RunConfig
-from edge_rl.fleet.fleet import Fleet
-from edge_rl.nodes.learner_node import LearnerNode
-from edge_rl.transport import codec
+from edge_rl.learner.node import LearnerNode
+from edge_rl.sim.fleet import Fleet
 from edge_rl.transport.mqtt import mqtt_connect
-from edge_rl.transport.topics import Topics
 from edge_rl.types import TransitionBatch
+from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_TRANSITIONS
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import encode_transitions
 
 pytestmark = pytest.mark.slow
 
@@ -58,14 +59,21 @@ def attack(client, topics: Topics, node, log: dict, wait_for) -> None:
     """Publish malformed payloads with a plain MQTT client, and wait until each is counted:
     the bad batches by the learner's ingest thread, the bad control by every actor."""
     nan_batch = TransitionBatch(
-        "evil", 1, 0, 0, np.full((2, 4), np.nan, np.float32), np.zeros(2, np.int64),
-        np.zeros(2, np.float32), np.zeros((2, 4), np.float32), np.zeros(2, bool),
+        "evil",
+        1,
+        0,
+        0,
+        np.full((2, 4), np.nan, np.float32),
+        np.zeros(2, np.int64),
+        np.zeros(2, np.float32),
+        np.zeros((2, 4), np.float32),
         np.zeros(2, bool),
-    )  # fmt: skip
+        np.zeros(2, bool),
+    )
     payloads = {
         "bad_magic": b"this is not a transition batch",
-        "non_finite": codec.encode_transitions(nan_batch),
-        "bad_version": codec.MAGIC_TRANSITIONS + b"\x07\x00" + b"\0" * 20,
+        "non_finite": encode_transitions(nan_batch),
+        "bad_version": MAGIC_TRANSITIONS + b"\x07\x00" + b"\0" * 20,
     }
     log["updates"], log["env_steps"] = node.agent.updates, node.env_steps
     for reason, payload in payloads.items():
@@ -74,7 +82,7 @@ def attack(client, topics: Topics, node, log: dict, wait_for) -> None:
     rejected = node.ingest.stats.rejected
     log["batches_counted"] = wait_for(lambda: all(rejected[r] == 1 for r in payloads), 30)
     # Not retained: the learner's own control message stays in force.
-    bad = codec.MAGIC_CONTROL + b"\x01\x00 not a header"
+    bad = MAGIC_CONTROL + b"\x01\x00 not a header"
     client.publish(topics.control, bad, qos=1).wait_for_publish(5)
     log["sent"].append("bad_control")
     log["control_counted"] = wait_for(  # from the actors' status messages (every 0.2 s)
@@ -92,10 +100,18 @@ def test_learner_and_two_actor_processes(
     topics = Topics(cfg.transport.root, cfg.run)
     board = fast_board
     signer, public_key = policy_keys
-    fleet = Fleet(2, board, mosquitto.url, cfg.env_id, policy_key=public_key, run=cfg.run,
-                  log_dir=tmp_path / "fleet")  # fmt: skip
-    node = LearnerNode(cfg, mqtt_connect(mosquitto.url), tmp_path / "run", signer=signer,
-                       fleet_alive=fleet.alive)  # fmt: skip
+    fleet = Fleet(
+        2,
+        board,
+        mosquitto.url,
+        cfg.env_id,
+        policy_key=public_key,
+        run=cfg.run,
+        log_dir=tmp_path / "fleet",
+    )
+    node = LearnerNode(
+        cfg, mqtt_connect(mosquitto.url), tmp_path / "run", signer=signer, fleet_alive=fleet.alive
+    )
     # Record which thread each export runs on: training must not wait for conversion.
     export_threads: list[str] = []
     real_export = node.publisher.export

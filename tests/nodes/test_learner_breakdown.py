@@ -23,9 +23,22 @@ def test_tiny_run_reports_the_runtime_breakdown(tmp_path, mosquitto_available, c
     run = tmp_path / "run"
     # A short lag and one update per transition make the fleet wait for updates, so that
     # policies go out (exporter thread) and actors load them (policy slot) during the run.
-    proc = cli("learn", "--config", str(CONFIG), "--out", str(run), *tiny_learn("dqn"),
-               "--set", "max_lag_transitions=100", "--set", "replay_ratio=1",
-               "--set", "export.every_updates=50", "--set", "run=breakdown-smoke")  # fmt: skip
+    proc = cli(
+        "learn",
+        "--config",
+        str(CONFIG),
+        "--out",
+        str(run),
+        *tiny_learn("dqn"),
+        "--set",
+        "max_lag_transitions=100",
+        "--set",
+        "replay_ratio=1",
+        "--set",
+        "export.every_updates=50",
+        "--set",
+        "run=breakdown-smoke",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run / "summary.json").read_text())
     rb = summary["runtime_breakdown"]

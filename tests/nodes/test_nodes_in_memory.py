@@ -8,29 +8,39 @@ import dataclasses
 import json
 import threading
 
+from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.agents.dqn.config import DQNConfig
+from edge_rl.boards import BoardConfig
 from edge_rl.config import ExportConfig, FleetConfig, RunConfig
-from edge_rl.edge.board import BoardConfig
-from edge_rl.nodes.actor_node import ActorNode, ActorOptions
-from edge_rl.nodes.fleet_control import FleetControl
-from edge_rl.nodes.learner_node import LearnerNode
-from edge_rl.transport import codec
+from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.node import LearnerNode
 from edge_rl.transport.memory import MemoryBroker
-from edge_rl.transport.topics import Topics
-from edge_rl.types import ActorStatus, ControlMessage
+from edge_rl.types import ActorStatus, ControlMessage, CreditGrant
+from edge_rl.wire.messages import decode_control, decode_credit, encode_control, encode_status
+from edge_rl.wire.policy import decode_policy, encode_policy
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import encode_transitions, peek_count
 
 WAIT_S = 10.0
 
 
 def run_config(run: str, **kw) -> RunConfig:
     base = dict(
-        env_id="CartPole-v1", run=run, total_env_steps=1_200, learning_starts=200,
-        replay_ratio=0.25, max_lag_transitions=300, eval_episodes=2, select_every=2,
-        select_episodes=2, dqn=DQNConfig(hidden=(16, 16), batch_size=32),
+        env_id="CartPole-v1",
+        run=run,
+        total_env_steps=1_200,
+        learning_starts=200,
+        replay_ratio=0.25,
+        max_lag_transitions=300,
+        eval_episodes=2,
+        select_every=2,
+        select_episodes=2,
+        dqn=DQNConfig(hidden=(16, 16), batch_size=32),
         fleet=FleetConfig(actors=0),
-        export=ExportConfig(every_updates=40, calibration_size=50, parity_size=50,
-                            min_greedy_agreement=0.0),
-    )  # fmt: skip
+        export=ExportConfig(
+            every_updates=40, calibration_size=50, parity_size=50, min_greedy_agreement=0.0
+        ),
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -50,20 +60,18 @@ class Recorder:
         return True
 
     def controls(self):
-        return [codec.decode_control(p) for t, p in self.sent if t.endswith("/control")]
+        return [decode_control(p) for t, p in self.sent if t.endswith("/control")]
 
-    def grants(self) -> dict[str, codec.CreditGrant]:
+    def grants(self) -> dict[str, CreditGrant]:
         """The last grant published to each actor."""
-        return {
-            t.split("/")[-2]: codec.decode_credit(p) for t, p in self.sent if t.endswith("/credit")
-        }
+        return {t.split("/")[-2]: decode_credit(p) for t, p in self.sent if t.endswith("/credit")}
 
     def credits(self) -> dict[str, int]:
         return {a: g.credit for a, g in self.grants().items()}
 
 
 def status(actor: str, state: str = "running", run_id: str = RID, session: int = 7, **kw) -> bytes:
-    return codec.encode_status(
+    return encode_status(
         ActorStatus(actor_id=actor, state=state, run_id=run_id, session=session, **kw)
     )
 
@@ -119,7 +127,7 @@ def test_fleet_control_grants_credit_to_known_actors_and_stopping_is_final():
     assert [(c.state, c.run_id) for c in publish.controls()] == [("running", RID), ("stopped", RID)]
     before = list(publish.sent)
     fleet.republish()  # after a reconnect: the control message and every grant again
-    assert sorted(publish.sent[len(before):]) == sorted(
+    assert sorted(publish.sent[len(before) :]) == sorted(
         [before[-1]] + [(t, p) for t, p in before if t.endswith("/credit")]
     )
     fleet.clear()  # the end of the run: the grants are no longer retained
@@ -164,7 +172,7 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
 def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch):
     """Two boards with one id: the first owns it; the newcomer's session is listed as
     refused in the id's grant (it stops on it) and gets no credit; the run goes on."""
-    import edge_rl.nodes.identity as identity
+    import edge_rl.learner.identity as identity
 
     now = [500.0]
     monkeypatch.setattr(identity.time, "monotonic", lambda: now[0])
@@ -187,7 +195,7 @@ def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch)
 def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypatch):
     """A board that announces itself and then neither steps nor delivers keeps its grant
     but gets no share of new credit after credit_timeout_s; the one that works gets it all."""
-    import edge_rl.nodes.fleet_control as fc
+    import edge_rl.learner.fleet_control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
@@ -205,9 +213,15 @@ def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypa
     for t, updates in ((3.0, 50), (6.0, 100), (9.0, 150)):  # the worker steps and delivers
         now[0] = 1000.0 + t
         received["worker"] = 100 * int(t // 3)
-        fleet.on_status(topics.status("worker"), status(
-            "worker", session=0, env_steps=received["worker"],
-            transitions_sent=received["worker"]))  # fmt: skip
+        fleet.on_status(
+            topics.status("worker"),
+            status(
+                "worker",
+                session=0,
+                env_steps=received["worker"],
+                transitions_sent=received["worker"],
+            ),
+        )
         fleet.send("running", updates=updates)
         grants.append(publish.credits())
     at3, at6, at9 = grants
@@ -222,7 +236,7 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     """A full inbox drops a batch of a0's: its credit comes back in the next grant, not after
     credit_timeout_s (a0 keeps delivering other batches, which restarts that clock, so the
     lost share stalled the fleet every time it filled the lead: ingest_queue=2)."""
-    import edge_rl.nodes.fleet_control as fc
+    import edge_rl.learner.fleet_control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
@@ -230,14 +244,16 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     topics = Topics(cfg.transport.root, cfg.run)
     received, dropped = {"a0": 0}, {}
     publish = Recorder()
-    fleet = FleetControl(cfg, topics, publish, lambda: (received["a0"], dict(received)), RID,
-                         lambda: dict(dropped))  # fmt: skip
+    fleet = FleetControl(
+        cfg, topics, publish, lambda: (received["a0"], dict(received)), RID, lambda: dict(dropped)
+    )
     fleet.on_status(topics.status("a0"), status("a0"))
     fleet.send("running", updates=0)
     assert publish.credits() == {"a0": 200}
     # a0 stepped and sent all 200; 150 arrived, the learner's full inbox dropped 50.
-    fleet.on_status(topics.status("a0"), status("a0", "paused", env_steps=200,
-                                                transitions_sent=200))  # fmt: skip
+    fleet.on_status(
+        topics.status("a0"), status("a0", "paused", env_steps=200, transitions_sent=200)
+    )
     received["a0"] = 150
     now[0] += 1.0  # well within credit_timeout_s
     fleet.send("running", updates=0)
@@ -254,10 +270,10 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
 def test_a_full_inbox_tells_ingest_what_it_dropped():
     import numpy as np
 
-    from edge_rl.edge.envs import env_spec
-    from edge_rl.nodes.inbox import Inbox
-    from edge_rl.replay.buffer import ReplayBuffer
-    from edge_rl.replay.ingest import Ingest
+    from edge_rl.envs import env_spec
+    from edge_rl.learner.inbox import Inbox
+    from edge_rl.learner.ingest.pipeline import Ingest
+    from edge_rl.learner.replay import ReplayBuffer
     from edge_rl.telemetry.breakdown import learner_clocks
     from edge_rl.types import TransitionBatch
 
@@ -267,9 +283,19 @@ def test_a_full_inbox_tells_ingest_what_it_dropped():
     obs = np.zeros((3, 4), np.float32)
     zeros = np.zeros(3, bool)
     for seq in (0, 1):
-        batch = TransitionBatch("a0", 7, seq, 0, obs, zeros.astype(np.int64),
-                                zeros.astype(np.float32), obs, zeros, zeros)  # fmt: skip
-        inbox.offer(topics.transitions("a0"), codec.encode_transitions(batch))
+        batch = TransitionBatch(
+            "a0",
+            7,
+            seq,
+            0,
+            obs,
+            zeros.astype(np.int64),
+            zeros.astype(np.float32),
+            obs,
+            zeros,
+            zeros,
+        )
+        inbox.offer(topics.transitions("a0"), encode_transitions(batch))
     assert (inbox.dropped, inbox.dropped_transitions) == (1, 3)
     assert ingest.lost() == {"a0": 3}
 
@@ -281,7 +307,7 @@ def test_a_killed_actor_keeps_its_last_counters():
     running = ActorStatus(
         actor_id="a0", state="running", env_steps=640, transitions_sent=512, run_id=RID, session=7
     )
-    fleet.on_status(topics.status("a0"), codec.encode_status(running))
+    fleet.on_status(topics.status("a0"), encode_status(running))
     # Its last will: zeros, and no run id (made before the actor joined): matched by session.
     fleet.on_status(topics.status("a0"), status("a0", "offline", run_id=""))
     assert fleet.actors()["a0"] == dataclasses.replace(running, state="offline")
@@ -341,7 +367,7 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     # has a line for each. At the end the learner cleared the retained policy.
     policies = [p for t, p, retain in broker.published if t == topics.policy and retain]
     assert policies[0] == b"" and policies[-1] == b"" and topics.policy not in broker.retained
-    policy = codec.decode_policy(policies[-2], learner.signer.verifier(), len(policies[-2]))
+    policy = decode_policy(policies[-2], learner.signer.verifier(), len(policies[-2]))
     assert policy.manifest.policy_version == summary["policy_version"] >= 2
     assert (policy.manifest.run, policy.manifest.run_id) == (cfg.run, summary["run_id"])
     assert summary["run_id"] == learner.run_id and len(learner.run_id) == 16
@@ -352,7 +378,7 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     )
     # The replay ratio was paid in full, and the final control message says stopped.
     assert summary["updates"] >= int(cfg.replay_ratio * (summary["env_steps"] - 200))
-    assert codec.decode_control(broker.retained[topics.control]).state == "stopped"
+    assert decode_control(broker.retained[topics.control]).state == "stopped"
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
 
@@ -365,8 +391,9 @@ def run_in_memory(tmp_path, cfg, before_run=None, resume: bool = False) -> tuple
         learner = LearnerNode(cfg, broker.connect, tmp_path / "run", resume=resume)
         public_key = tmp_path / "run" / "signing.pub"
         learner.signer.write_public(public_key)
-        opts = ActorOptions("a0", cfg.env_id, broker.url, run=cfg.run, seed=3,
-                            policy_key=str(public_key))  # fmt: skip
+        opts = ActorOptions(
+            "a0", cfg.env_id, broker.url, run=cfg.run, seed=3, policy_key=str(public_key)
+        )
         actor = ActorNode(FAST_BOARD, opts, connect=broker.connect)
         if before_run is not None:
             before_run(broker, learner)
@@ -398,7 +425,7 @@ def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp
         learner.agent.update = update
 
     summary, actor, broker, _ = run_in_memory(tmp_path, cfg, lose_three_mid_run)
-    lost = sum(codec.peek_count(p) for _, p in broker.lost)
+    lost = sum(peek_count(p) for _, p in broker.lost)
     assert len(broker.lost) == 3 and lost > 0
     assert summary["env_steps"] == cfg.total_env_steps  # exactly, not a step more
     assert summary["credit_written_off"] >= lost
@@ -413,8 +440,8 @@ def test_the_recheck_deploys_the_best_combined_score_not_a_lucky_one(monkeypatch
     """Three policies scored 500 on the first 10 episodes; on 20 more, v3 fails now and then.
     The recheck picks the best combined score among the top 5 and the last (a seam test:
     evaluate_policy is replaced by a table of returns)."""
-    import edge_rl.nodes.selection as sel
-    from edge_rl.edge.evaluate import EvalResult
+    import edge_rl.learner.outbound.selection as sel
+    from edge_rl.runtime.evaluate import EvalResult
 
     first = {1: 500.0, 2: 480.0, 3: 500.0, 4: 500.0, 5: 200.0}
     again = {1: 500.0, 2: 400.0, 3: 300.0, 4: 490.0, 5: 150.0}
@@ -458,14 +485,24 @@ def old_policy(run: str, signer) -> bytes:
 
     model = b"an earlier run's model"
     m = PolicyManifest(
-        policy_version=50, algo="dqn", env_id="CartPole-v1",
-        env_spec=EnvSpec(obs_shape=(4,), num_actions=2), precision="int8",
-        input_quant=QuantParams("float32", 0.0, 0), output_quant=QuantParams("float32", 0.0, 0),
-        obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4, exploration={"epsilon": 0.0}, learner_step=9,
-        model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model), codec="none",
-        run=run, run_id="an-earlier-start",
-    )  # fmt: skip
-    return codec.encode_policy(PolicyBundle(m, model), signer)
+        policy_version=50,
+        algo="dqn",
+        env_id="CartPole-v1",
+        env_spec=EnvSpec(obs_shape=(4,), num_actions=2),
+        precision="int8",
+        input_quant=QuantParams("float32", 0.0, 0),
+        output_quant=QuantParams("float32", 0.0, 0),
+        obs_mean=(0.0,) * 4,
+        obs_std=(1.0,) * 4,
+        exploration={"epsilon": 0.0},
+        learner_step=9,
+        model_sha256=hashlib.sha256(model).hexdigest(),
+        model_size=len(model),
+        codec="none",
+        run=run,
+        run_id="an-earlier-start",
+    )
+    return encode_policy(PolicyBundle(m, model), signer)
 
 
 def test_an_earlier_runs_leftovers_never_reach_this_run(tmp_path):
@@ -479,14 +516,16 @@ def test_an_earlier_runs_leftovers_never_reach_this_run(tmp_path):
     def leave_leftovers(broker, learner):
         broker.retained[topics.policy] = old_policy(cfg.run, learner.signer)
         old_start = ControlMessage("running", "an-earlier-start")
-        broker.retained[topics.control] = codec.encode_control(old_start)
+        broker.retained[topics.control] = encode_control(old_start)
         broker.retained[topics.status("ghost")] = status("ghost", run_id="an-earlier-start")
 
     summary, actor, broker, learner = run_in_memory(tmp_path, cfg, before_run=leave_leftovers)
     assert set(summary["actors"]) == {"a0"} and summary["status_other_run"] >= 1
     assert summary["env_steps"] == cfg.total_env_steps and summary["transitions_rejected"] == 0
-    versions = [json.loads(x)["policy_version"] for x in
-                (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()]  # fmt: skip
+    versions = [
+        json.loads(x)["policy_version"]
+        for x in (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()
+    ]
     assert versions[0] == 1 and summary["policy_version"] < 50
     assert actor.rc.run_id == learner.run_id and actor.slot.version <= summary["policy_version"]
     # The old policy was tried again when the actor joined this run start, and refused for

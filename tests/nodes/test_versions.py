@@ -7,13 +7,19 @@ import json
 
 import pytest
 
-from edge_rl.nodes.broadcast import PolicyBroadcast
-from edge_rl.nodes.durable import last_published
+from edge_rl.learner.durable import last_published
+from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 
 
 def test_the_publish_log_gives_the_highest_sane_version(tmp_path):
-    lines = [{"policy_version": 3}, {"policy_version": 10**400}, {"policy_version": 1.5e9},
-             {"policy_version": "9"}, {"policy_version": 7}, {"policy_version": -2}]  # fmt: skip
+    lines = [
+        {"policy_version": 3},
+        {"policy_version": 10**400},
+        {"policy_version": 1.5e9},
+        {"policy_version": "9"},
+        {"policy_version": 7},
+        {"policy_version": -2},
+    ]
     text = "\n".join(json.dumps(x) for x in lines) + '\n{"policy_version": 99'  # a torn line
     (tmp_path / "publishes.jsonl").write_text(text)
     assert last_published(tmp_path) == 7

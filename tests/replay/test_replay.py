@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_rl.replay.buffer import ReplayBuffer
-from edge_rl.replay.ingest import Ingest, SeqTracker
+from edge_rl.learner.ingest.pipeline import Ingest, SeqTracker
+from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.specs import EnvSpec
-from edge_rl.transport import codec
-from edge_rl.transport.topics import Topics
 from edge_rl.types import TransitionBatch
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import encode_transitions
 
 SPEC = EnvSpec(obs_shape=(2,), num_actions=3)
 TOPICS = Topics("edge-rl", "t")
@@ -21,9 +21,17 @@ def batch(actor="a", session=1, seq=0, n=4, version=0, start=0.0, done_at=(), re
     term = np.zeros(n, bool)
     term[list(done_at)] = True
     return TransitionBatch(
-        actor, session, seq, version, obs, np.arange(n, dtype=np.int64) % 3,
-        np.full(n, reward, np.float32), obs + 1, term, np.zeros(n, bool),
-    )  # fmt: skip
+        actor,
+        session,
+        seq,
+        version,
+        obs,
+        np.arange(n, dtype=np.int64) % 3,
+        np.full(n, reward, np.float32),
+        obs + 1,
+        term,
+        np.zeros(n, bool),
+    )
 
 
 def test_ring_buffer_wraps_and_keeps_the_newest():
@@ -73,11 +81,11 @@ def make_ingest(latest=3, lag=None):
 def test_ingest_accepts_dedups_and_counts_episodes():
     ing, rb = make_ingest()
     topic = TOPICS.transitions("a")
-    assert ing.handle(topic, codec.encode_transitions(batch(seq=0, done_at=(1,))))
-    assert not ing.handle(topic, codec.encode_transitions(batch(seq=0, done_at=(1,))))  # resend
-    assert ing.handle(topic, codec.encode_transitions(batch(seq=1, done_at=(3,))))
+    assert ing.handle(topic, encode_transitions(batch(seq=0, done_at=(1,))))
+    assert not ing.handle(topic, encode_transitions(batch(seq=0, done_at=(1,))))  # resend
+    assert ing.handle(topic, encode_transitions(batch(seq=1, done_at=(3,))))
     # a restarted actor (new session) starts at seq 0 again: not a duplicate
-    assert ing.handle(topic, codec.encode_transitions(batch(session=2, seq=0)))
+    assert ing.handle(topic, encode_transitions(batch(session=2, seq=0)))
     s = ing.stats
     assert (s.batches, s.transitions, len(rb)) == (3, 12, 12)
     assert (s.duplicate_batches, s.duplicate_transitions) == (1, 4)
@@ -90,17 +98,23 @@ def test_ingest_accepts_dedups_and_counts_episodes():
     "topic,payload,reason",
     [
         (TOPICS.transitions("a"), b"junk-junk-junk", "bad_magic"),
-        (TOPICS.transitions("b"), codec.encode_transitions(batch(actor="a")), "actor_mismatch"),
-        (TOPICS.transitions("a"), codec.encode_transitions(batch(version=4)), "unknown_policy"),
-        (TOPICS.transitions("a"), codec.encode_transitions(
-            batch()).replace(b'"n":4', b'"n":5'), "shape"),
-        (TOPICS.transitions("a"), codec.encode_transitions(batch(reward=3e38)), "out_of_bounds"),
-        (TOPICS.transitions("a"), codec.encode_transitions(batch(start=2e6)), "out_of_bounds"),
-        (TOPICS.transitions("a"), codec.encode_transitions(batch(reward=-2e6)), "out_of_bounds"),
+        (TOPICS.transitions("b"), encode_transitions(batch(actor="a")), "actor_mismatch"),
+        (TOPICS.transitions("a"), encode_transitions(batch(version=4)), "unknown_policy"),
+        (TOPICS.transitions("a"), encode_transitions(batch()).replace(b'"n":4', b'"n":5'), "shape"),
+        (TOPICS.transitions("a"), encode_transitions(batch(reward=3e38)), "out_of_bounds"),
+        (TOPICS.transitions("a"), encode_transitions(batch(start=2e6)), "out_of_bounds"),
+        (TOPICS.transitions("a"), encode_transitions(batch(reward=-2e6)), "out_of_bounds"),
     ],
-    ids=["garbage", "spoofed actor", "future version", "wrong n", "reward 3e38",
-         "obs 2e6", "reward -2e6"],
-)  # fmt: skip
+    ids=[
+        "garbage",
+        "spoofed actor",
+        "future version",
+        "wrong n",
+        "reward 3e38",
+        "obs 2e6",
+        "reward -2e6",
+    ],
+)
 def test_ingest_rejects_without_touching_replay(topic, payload, reason):
     ing, rb = make_ingest()
     assert not ing.handle(topic, payload)
@@ -109,12 +123,12 @@ def test_ingest_rejects_without_touching_replay(topic, payload, reason):
 
 def test_ingest_staleness_filter():
     ing, _ = make_ingest(latest=10, lag=2)
-    assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=7)))
+    assert not ing.handle(TOPICS.transitions("a"), encode_transitions(batch(version=7)))
     assert ing.stats.rejected["stale"] == 1 and ing.stats.rejected_transitions == 4
-    assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=8, seq=1)))
+    assert ing.handle(TOPICS.transitions("a"), encode_transitions(batch(version=8, seq=1)))
     # The stale batch was seen: rejected, not missing; its resend is a duplicate.
     assert ing.missing_batches == 0
-    assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(version=7)))
+    assert not ing.handle(TOPICS.transitions("a"), encode_transitions(batch(version=7)))
     assert ing.stats.rejected["stale"] == 1 and ing.stats.duplicate_batches == 1
 
 
@@ -125,29 +139,28 @@ def test_ingest_never_raises_on_an_unexpected_error(monkeypatch):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(rb, "add", broken_add)
-    assert not ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch()))
+    assert not ing.handle(TOPICS.transitions("a"), encode_transitions(batch()))
     assert ing.stats.rejected["internal_error"] == 1
 
 
 def test_ingest_accepts_magnitudes_up_to_its_bounds():
     ing, rb = make_ingest()
-    assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(reward=-1e6)))
-    assert ing.handle(TOPICS.transitions("a"), codec.encode_transitions(batch(seq=1, start=9e5)))
+    assert ing.handle(TOPICS.transitions("a"), encode_transitions(batch(reward=-1e6)))
+    assert ing.handle(TOPICS.transitions("a"), encode_transitions(batch(seq=1, start=9e5)))
     assert len(rb) == 8 and not ing.stats.rejected
 
 
 def test_ingest_state_is_bounded_in_actors_and_sessions():
     rb = ReplayBuffer(SPEC, capacity=1000, seed=0)
-    ing = Ingest(SPEC, rb, TOPICS, latest_version=lambda: 3, max_actors=2,
-                 max_sessions_per_actor=2)  # fmt: skip
+    ing = Ingest(SPEC, rb, TOPICS, latest_version=lambda: 3, max_actors=2, max_sessions_per_actor=2)
     for actor in ("a", "b"):
-        assert ing.handle(TOPICS.transitions(actor), codec.encode_transitions(batch(actor=actor)))
+        assert ing.handle(TOPICS.transitions(actor), encode_transitions(batch(actor=actor)))
     # A third id is refused before any state is kept for it.
-    assert not ing.handle(TOPICS.transitions("c"), codec.encode_transitions(batch(actor="c")))
+    assert not ing.handle(TOPICS.transitions("c"), encode_transitions(batch(actor="c")))
     assert ing.stats.rejected["too_many_actors"] == 1 and len(rb) == 8
     # Restarts of "a": only its two newest sessions are tracked.
     for session in (2, 3, 4):
-        payload = codec.encode_transitions(batch(actor="a", session=session))
+        payload = encode_transitions(batch(actor="a", session=session))
         assert ing.handle(TOPICS.transitions("a"), payload)
     assert sorted(k for k in ing._seqs if k[0] == "a") == [("a", 3), ("a", 4)]
 
@@ -157,7 +170,7 @@ def test_ingest_keeps_what_the_learner_itself_lost_per_actor_session():
     version), count as lost for their actor's current session (fleet control writes that
     credit off at once); garbage, another id's payload, or an older session do not."""
     ing, _ = make_ingest(latest=0)
-    enc = codec.encode_transitions
+    enc = encode_transitions
     a, drop = TOPICS.transitions("a"), ing.learner_losses.dropped_unread
     assert drop(a, enc(batch(seq=0, n=5))) == 5  # before a's first batch
     assert ing.lost() == {"a": 5}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-# metrics.csv as LearnerNode writes it (edge_rl/nodes/learner_node.py).
+# metrics.csv as LearnerNode writes it (edge_rl/learner/node.py).
 FIELDS = (
     "wall_s,env_steps,episodes,recent_return,updates,updates_per_s,loss,mean_q,policy_version,"
     "actors_online,transitions_rejected,transitions_duplicate,ingest_queue_dropped,fleet_state,"
@@ -29,12 +29,14 @@ def _breakdown_block(fleet: dict[str, float], main: dict[str, float]) -> dict:
     ``main`` as the learner's main thread (edge_rl/telemetry/breakdown.py)."""
     half = {k: v / 2 for k, v in fleet.items()}
     return {
-        "learner": {"main": main, "ingest": {"ingest": 1.0, "idle": 9.0, "wall": 10.0},
-                    "exporter": {"export": 2.0, "publish": 0.5, "evaluate": 0.5, "idle": 7.0,
-                                 "wall": 10.0}},
+        "learner": {
+            "main": main,
+            "ingest": {"ingest": 1.0, "idle": 9.0, "wall": 10.0},
+            "exporter": {"export": 2.0, "publish": 0.5, "evaluate": 0.5, "idle": 7.0, "wall": 10.0},
+        },
         "actors": {"sim-00": half, "sim-01": half},
         "fleet_total": fleet,
-    }  # fmt: skip
+    }
 
 
 def _energy_block(learner_kwh: float | None, fleet_kwh: float | None, g_per_kwh: float | None):
@@ -44,17 +46,27 @@ def _energy_block(learner_kwh: float | None, fleet_kwh: float | None, g_per_kwh:
         return None if kwh is None or g_per_kwh is None else kwh * g_per_kwh / 1000
 
     return {
-        "country": "USA", "region": None, "carbon_intensity_g_per_kwh": g_per_kwh,
+        "country": "USA",
+        "region": None,
+        "carbon_intensity_g_per_kwh": g_per_kwh,
         "intensity_source": "codecarbon 3.3.2 offline data: United States, 2023 energy mix",
-        "learner": {"kwh": learner_kwh, "kg_co2e": kg(learner_kwh), "method": LEARNER_METHOD,
-                    "missing": None if learner_kwh is not None else "no codecarbon",
-                    "cpu_count": 2},
-        "fleet": {"kwh": fleet_kwh, "kg_co2e": kg(fleet_kwh), "method": "power model",
-                  **FLEET_POWER, "busy_buckets": ["env_step"],
-                  "actors": {"sim-00": {"board": "rpi5", "busy_s": 1.0, "idle_s": 9.0,
-                                        "kwh": fleet_kwh}},
-                  "missing": {"sim-01": "no runtime breakdown in its status"}},
-    }  # fmt: skip
+        "learner": {
+            "kwh": learner_kwh,
+            "kg_co2e": kg(learner_kwh),
+            "method": LEARNER_METHOD,
+            "missing": None if learner_kwh is not None else "no codecarbon",
+            "cpu_count": 2,
+        },
+        "fleet": {
+            "kwh": fleet_kwh,
+            "kg_co2e": kg(fleet_kwh),
+            "method": "power model",
+            **FLEET_POWER,
+            "busy_buckets": ["env_step"],
+            "actors": {"sim-00": {"board": "rpi5", "busy_s": 1.0, "idle_s": 9.0, "kwh": fleet_kwh}},
+            "missing": {"sim-01": "no runtime breakdown in its status"},
+        },
+    }
 
 
 @pytest.fixture
@@ -83,13 +95,21 @@ def make_run(tmp_path) -> MakeRun:
         run = tmp_path / name
         run.mkdir(parents=True)
         summary = {
-            "env_id": "CartPole-v1", "algo": "dqn", "seed": seed, "env_steps": rows * 100,
-            "updates": rows * 50, "wall_s": float(rows), "final_eval_return": final[0],
-            "final_eval_return_std": final[1], "policy_precision": precision,
-            "policy_model_bytes": 5120, "policy_payload_bytes": 3072, "exports_failed": 1,
+            "env_id": "CartPole-v1",
+            "algo": "dqn",
+            "seed": seed,
+            "env_steps": rows * 100,
+            "updates": rows * 50,
+            "wall_s": float(rows),
+            "final_eval_return": final[0],
+            "final_eval_return_std": final[1],
+            "policy_precision": precision,
+            "policy_model_bytes": 5120,
+            "policy_payload_bytes": 3072,
+            "exports_failed": 1,
             "selection_scores": {str(v): s for v, s in (scores or {}).items()},
             "actors": {"sim-00": {"env_steps": rows * 100}},
-        }  # fmt: skip
+        }
         if precision is None:
             del summary["policy_precision"]
         if breakdown is not None:
@@ -101,18 +121,41 @@ def make_run(tmp_path) -> MakeRun:
             w = csv.DictWriter(f, fieldnames=FIELDS)
             w.writeheader()
             for t in range(rows):
-                w.writerow({
-                    "wall_s": float(t), "env_steps": t * 100, "episodes": t // 5,
-                    "recent_return": math.nan if t < 5 else -100.0 + 5 * t + seed,
-                    "updates": t * 50, "updates_per_s": 50.0, "loss": 0.5, "mean_q": 1.0,
-                    "policy_version": t // 10, "actors_online": 2, "transitions_rejected": 0,
-                    "transitions_duplicate": 0, "ingest_queue_dropped": 0,
-                    "fleet_state": "running", "epsilon": 0.1, "sigma": "",
-                })  # fmt: skip
+                w.writerow(
+                    {
+                        "wall_s": float(t),
+                        "env_steps": t * 100,
+                        "episodes": t // 5,
+                        "recent_return": math.nan if t < 5 else -100.0 + 5 * t + seed,
+                        "updates": t * 50,
+                        "updates_per_s": 50.0,
+                        "loss": 0.5,
+                        "mean_q": 1.0,
+                        "policy_version": t // 10,
+                        "actors_online": 2,
+                        "transitions_rejected": 0,
+                        "transitions_duplicate": 0,
+                        "ingest_queue_dropped": 0,
+                        "fleet_state": "running",
+                        "epsilon": 0.1,
+                        "sigma": "",
+                    }
+                )
         if publishes is not None:  # (version, env_steps, payload_bytes, compression)
-            lines = [json.dumps({"policy_version": v, "learner_step": 0, "env_steps": e,
-                                 "payload_bytes": b, "model_bytes": 5120, "codec": "blocks",
-                                 "compression": c}) for v, e, b, c in publishes]  # fmt: skip
+            lines = [
+                json.dumps(
+                    {
+                        "policy_version": v,
+                        "learner_step": 0,
+                        "env_steps": e,
+                        "payload_bytes": b,
+                        "model_bytes": 5120,
+                        "codec": "blocks",
+                        "compression": c,
+                    }
+                )
+                for v, e, b, c in publishes
+            ]
             (run / "publishes.jsonl").write_text("\n".join(lines) + "\n")
         return run
 

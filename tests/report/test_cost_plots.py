@@ -9,21 +9,54 @@ from edge_rl.report.cost_plots import energy, fleet_breakdown, learner_breakdown
 from edge_rl.report.runs import load_run
 
 # fleet_total of two actors (seconds). The slot thread's buckets are outside the loop's wall.
-IDLE_FLEET = {"env_step": 10.0, "inference": 5.0, "exploration": 5.0, "publish": 20.0,
-              "emulation": 10.0, "idle": 150.0, "wall": 200.0,
-              "policy_receive": 3.0, "model_load": 1.0}  # fmt: skip
-IDLE_FLEET_PERCENT = {"env step": 5.0, "inference": 2.5, "exploration": 2.5,
-                      "publish transitions": 10.0,
-                      "emulation (slower board's extra compute)": 5.0,
-                      "idle (broker, learner's credit, pause)": 75.0}  # fmt: skip
-BUSY_FLEET = {"env_step": 40.0, "inference": 30.0, "exploration": 0.0, "publish": 10.0,
-              "emulation": 0.0, "idle": 20.0, "wall": 100.0}  # fmt: skip
+IDLE_FLEET = {
+    "env_step": 10.0,
+    "inference": 5.0,
+    "exploration": 5.0,
+    "publish": 20.0,
+    "emulation": 10.0,
+    "idle": 150.0,
+    "wall": 200.0,
+    "policy_receive": 3.0,
+    "model_load": 1.0,
+}
+IDLE_FLEET_PERCENT = {
+    "env step": 5.0,
+    "inference": 2.5,
+    "exploration": 2.5,
+    "publish transitions": 10.0,
+    "emulation (slower board's extra compute)": 5.0,
+    "idle (broker, learner's credit, pause)": 75.0,
+}
+BUSY_FLEET = {
+    "env_step": 40.0,
+    "inference": 30.0,
+    "exploration": 0.0,
+    "publish": 10.0,
+    "emulation": 0.0,
+    "idle": 20.0,
+    "wall": 100.0,
+}
 # The learner's main thread; an older run has no "setup" bucket (it counts as 0 %).
-MAIN = {"setup": 6.0, "updates": 30.0, "export": 8.0, "publish": 1.0, "evaluate": 2.0,
-        "other": 2.0, "idle": 1.0, "wall": 50.0}  # fmt: skip
-MAIN_PERCENT = {"setup (tracing, connect, first policy)": 12.0, "gradient updates": 60.0,
-                "export": 16.0, "publish policy": 2.0, "evaluate": 4.0,
-                "other (control, metrics)": 4.0, "idle (no update due, waiting)": 2.0}  # fmt: skip
+MAIN = {
+    "setup": 6.0,
+    "updates": 30.0,
+    "export": 8.0,
+    "publish": 1.0,
+    "evaluate": 2.0,
+    "other": 2.0,
+    "idle": 1.0,
+    "wall": 50.0,
+}
+MAIN_PERCENT = {
+    "setup (tracing, connect, first policy)": 12.0,
+    "gradient updates": 60.0,
+    "export": 16.0,
+    "publish policy": 2.0,
+    "evaluate": 4.0,
+    "other (control, metrics)": 4.0,
+    "idle (no update due, waiting)": 2.0,
+}
 
 
 def _segments(ax) -> dict[str, list[float]]:
@@ -62,22 +95,28 @@ def test_fleet_bars_are_each_bucket_share_of_loop_wall(make_run):
 
 
 def test_fleet_bars_without_zoom_when_a_run_is_mostly_busy(make_run):
-    runs = [load_run(make_run("idle", breakdown=(IDLE_FLEET, MAIN))),
-            load_run(make_run("busy", breakdown=(BUSY_FLEET, MAIN)))]  # fmt: skip
+    runs = [
+        load_run(make_run("idle", breakdown=(IDLE_FLEET, MAIN))),
+        load_run(make_run("busy", breakdown=(BUSY_FLEET, MAIN))),
+    ]
     fig = fleet_breakdown(runs)
     (ax,) = fig.axes
     segments = _segments(ax)
     assert segments["env step"] == [5.0, 40.0] and segments["inference"] == [2.5, 30.0]
     assert segments["idle (broker, learner's credit, pause)"] == [75.0, 20.0]
-    assert [t.split("\n")[1] for t in _ticks(ax)] == ["2 actors · busy 25.0 %",
-                                                      "2 actors · busy 80.0 %"]  # fmt: skip
+    assert [t.split("\n")[1] for t in _ticks(ax)] == [
+        "2 actors · busy 25.0 %",
+        "2 actors · busy 80.0 %",
+    ]
     assert "fleet's actor loops" in ax.get_title() and "(%)" in ax.get_xlabel()
 
 
 def test_learner_bars_are_each_bucket_share_of_the_main_thread(make_run):
     older_main = {k: v for k, v in MAIN.items() if k != "setup"} | {"updates": 36.0}
-    runs = [load_run(make_run("new", breakdown=(IDLE_FLEET, MAIN))),
-            load_run(make_run("older", breakdown=(IDLE_FLEET, older_main)))]  # fmt: skip
+    runs = [
+        load_run(make_run("new", breakdown=(IDLE_FLEET, MAIN))),
+        load_run(make_run("older", breakdown=(IDLE_FLEET, older_main))),
+    ]
     fig = learner_breakdown(runs)
     (ax,) = fig.axes  # busy 98 %: nothing to zoom on
     segments = _segments(ax)
@@ -109,10 +148,13 @@ def test_energy_bars_are_kwh_and_co2(make_run, numbers, energy_unit, co2_unit):
     fig = energy(runs)
     kwh_ax, co2_ax = fig.axes
     (unit, f), (mass, m) = energy_unit, co2_unit
-    np.testing.assert_allclose([p.get_width() for p in kwh_ax.patches],
-                               [learner_kwh * f, fleet_kwh * f])  # fmt: skip
-    np.testing.assert_allclose([p.get_width() for p in co2_ax.patches],
-                               [learner_kwh * g / 1000 * m, fleet_kwh * g / 1000 * m])  # fmt: skip
+    np.testing.assert_allclose(
+        [p.get_width() for p in kwh_ax.patches], [learner_kwh * f, fleet_kwh * f]
+    )
+    np.testing.assert_allclose(
+        [p.get_width() for p in co2_ax.patches],
+        [learner_kwh * g / 1000 * m, fleet_kwh * g / 1000 * m],
+    )
     assert kwh_ax.get_xlabel() == f"energy ({unit})"
     assert co2_ax.get_xlabel().startswith(f"emissions ({mass} CO2e)")
     assert _ticks(kwh_ax) == ["e (int8, seed 0)"]  # the run without energy has no row

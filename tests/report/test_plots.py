@@ -77,16 +77,20 @@ def test_selection_scores_only_runs_that_have_them(make_run):
 
 
 def test_final_return_bars_with_std(make_run):
-    runs = [load_run(make_run("a", final=(180.0, 12.5))),
-            load_run(make_run("b", "fp32", final=(-150.0, 30.0))),
-            load_run(make_run("c", final=(None, None)))]  # fmt: skip
+    runs = [
+        load_run(make_run("a", final=(180.0, 12.5))),
+        load_run(make_run("b", "fp32", final=(-150.0, 30.0))),
+        load_run(make_run("c", final=(None, None))),
+    ]
     fig = final_return(runs)
     _, x, y, legend = _readable(fig)
     ax = fig.axes[0]
     assert [p.get_width() for p in ax.patches] == [180.0, -150.0]  # c never evaluated
     assert [t.get_text() for t in ax.get_yticklabels()] == [
-        "a (int8, seed 0)\n180.0 ± 12.5", "b (fp32, seed 0)\n-150.0 ± 30.0",
-        "c (int8, seed 0)\nnot evaluated"]  # fmt: skip
+        "a (int8, seed 0)\n180.0 ± 12.5",
+        "b (fp32, seed 0)\n-150.0 ± 30.0",
+        "c (int8, seed 0)\nnot evaluated",
+    ]
     assert "return" in x and "run" in y and "± 1 std" in legend
 
 

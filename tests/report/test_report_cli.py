@@ -7,18 +7,37 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from edge_rl.cli import main
+from edge_rl.cli.main import main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MIN_PNG_BYTES = 25_000  # 8x4.8 in at 150 dpi: a blank canvas ~5 KB, empty axes ~14 KB
-ALL_PLOTS = ["return_vs_env_steps.png", "return_vs_wall_time.png", "selection_scores.png",
-             "final_return.png"]  # fmt: skip
+ALL_PLOTS = [
+    "return_vs_env_steps.png",
+    "return_vs_wall_time.png",
+    "selection_scores.png",
+    "final_return.png",
+]
 # Drawn when a run's summary.json has runtime_breakdown and energy (issue 5).
 COST_PLOTS = ["runtime_breakdown_fleet.png", "runtime_breakdown_learner.png", "energy.png"]
-FLEET = {"env_step": 10.0, "inference": 5.0, "exploration": 5.0, "publish": 20.0,
-         "emulation": 10.0, "idle": 150.0, "wall": 200.0}  # fmt: skip
-MAIN = {"setup": 6.0, "updates": 30.0, "export": 8.0, "publish": 1.0, "evaluate": 2.0,
-        "other": 2.0, "idle": 1.0, "wall": 50.0}  # fmt: skip
+FLEET = {
+    "env_step": 10.0,
+    "inference": 5.0,
+    "exploration": 5.0,
+    "publish": 20.0,
+    "emulation": 10.0,
+    "idle": 150.0,
+    "wall": 200.0,
+}
+MAIN = {
+    "setup": 6.0,
+    "updates": 30.0,
+    "export": 8.0,
+    "publish": 1.0,
+    "evaluate": 2.0,
+    "other": 2.0,
+    "idle": 1.0,
+    "wall": 50.0,
+}
 
 
 def _report(*args: str):
@@ -86,8 +105,9 @@ def test_compression_and_bytes_plots_when_runs_log_their_publishes(make_run, tmp
     result = _report(str(dense), str(gst), "--out", str(out))
     assert result.exit_code == 0, result.output
     plots = [p for p in ALL_PLOTS if p != "selection_scores.png"]
-    _check_report(out, result.output, ["dense", "gst"], [*plots, "compression.png",
-                                                         "policy_bytes.png"])  # fmt: skip
+    _check_report(
+        out, result.output, ["dense", "gst"], [*plots, "compression.png", "policy_bytes.png"]
+    )
 
 
 def test_default_out_is_report_in_the_working_directory(make_run, tmp_path, monkeypatch):
@@ -124,8 +144,16 @@ def test_missing_run_directory(tmp_path):
 def test_report_on_a_real_tiny_run(tmp_path, mosquitto_available, cli, tiny_learn):
     # select_every=2 in the tiny flags makes the learner score policies: every plot is drawn.
     run = tmp_path / "cartpole-tiny"
-    proc = cli("learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run),
-               *tiny_learn("dqn"), "--set", "run=report-smoke")  # fmt: skip
+    proc = cli(
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        *tiny_learn("dqn"),
+        "--set",
+        "run=report-smoke",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = tmp_path / "report"
     proc = cli("report", str(run), "--out", str(out))

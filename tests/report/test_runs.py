@@ -44,8 +44,9 @@ def test_loads_runtime_breakdown_and_energy(make_run):
     assert b.actors["sim-00"].wall == 5.0  # each actor has half of the fleet total
     assert (e.learner.kwh, e.fleet.kwh, e.g_co2e_per_kwh) == (0.004, 0.001, 500.0)
     assert (e.learner.kg_co2e, e.fleet.kg_co2e) == (0.002, 0.0005)
-    assert e.fleet == FleetEnergy(0.001, 0.0005, "rpi5", 2.8, 9.7, 1,
-                                  {"sim-01": "no runtime breakdown in its status"})  # fmt: skip
+    assert e.fleet == FleetEnergy(
+        0.001, 0.0005, "rpi5", 2.8, 9.7, 1, {"sim-01": "no runtime breakdown in its status"}
+    )
     assert e.learner.method.startswith("codecarbon") and e.country == "USA"
 
 
@@ -107,34 +108,61 @@ BAD_RUNS = [
     ("no metrics", lambda run: (run / "metrics.csv").unlink(), "metrics.csv: missing"),
     ("summary not JSON", _rewrite("summary.json", lambda t: t[:20]), "not readable JSON"),
     ("summary a list", _rewrite("summary.json", lambda t: "[1, 2]"), "expected a JSON object"),
-    ("summary lacks keys", _summary(lambda d: (d.pop("env_id"), d.pop("wall_s"))),
-     "missing env_id, wall_s"),
+    (
+        "summary lacks keys",
+        _summary(lambda d: (d.pop("env_id"), d.pop("wall_s"))),
+        "missing env_id, wall_s",
+    ),
     ("summary bad value", _summary(lambda d: d.update(seed="zero")), "malformed value"),
-    ("metrics lack a column",
-     _rewrite("metrics.csv", lambda t: t.replace("recent_return", "ret", 1)),
-     "no column recent_return"),
-    ("metrics bad number",
-     _rewrite("metrics.csv", lambda t: t.replace("\n1.0,100,", "\n1.0,lots,", 1)),
-     "line 3: env_steps='lots' is not a number"),
+    (
+        "metrics lack a column",
+        _rewrite("metrics.csv", lambda t: t.replace("recent_return", "ret", 1)),
+        "no column recent_return",
+    ),
+    (
+        "metrics bad number",
+        _rewrite("metrics.csv", lambda t: t.replace("\n1.0,100,", "\n1.0,lots,", 1)),
+        "line 3: env_steps='lots' is not a number",
+    ),
     ("metrics short row", _rewrite("metrics.csv", lambda t: t + "61.0,6100\n"), "is not a number"),
     ("metrics header only", _rewrite("metrics.csv", lambda t: t.splitlines()[0] + "\n"), "no rows"),
     # The issue-5 blocks: the message names the file and the field.
-    ("breakdown a list", _summary(lambda d: d.update(runtime_breakdown=[1])),
-     "summary.json: malformed runtime_breakdown: expected an object, got list"),
-    ("clock without wall", _summary(lambda d: d["runtime_breakdown"]["fleet_total"].pop("wall")),
-     "malformed runtime_breakdown.fleet_total: no wall"),
-    ("bucket not a number",
-     _summary(lambda d: d["runtime_breakdown"]["learner"]["main"].update(idle="2 s")),
-     "malformed runtime_breakdown.learner.main.idle: '2 s' is not a number"),
-    ("bucket negative", _summary(lambda d: d["runtime_breakdown"]["actors"]["sim-00"].update(
-        env_step=-1.0)), "runtime_breakdown.actors.sim-00.env_step: -1.0 is not a finite"),
-    ("energy without learner", _summary(lambda d: d["energy"].pop("learner")),
-     "malformed energy.learner: expected an object, got nothing"),
-    ("energy kwh a string", _summary(lambda d: d["energy"]["fleet"].update(kwh="0.1")),
-     "malformed energy.fleet.kwh: '0.1' is not a number"),
-    ("intensity nan", _summary(lambda d: d["energy"].update(carbon_intensity_g_per_kwh=math.nan)),
-     "energy.carbon_intensity_g_per_kwh: nan is not a finite number"),
-]  # fmt: skip
+    (
+        "breakdown a list",
+        _summary(lambda d: d.update(runtime_breakdown=[1])),
+        "summary.json: malformed runtime_breakdown: expected an object, got list",
+    ),
+    (
+        "clock without wall",
+        _summary(lambda d: d["runtime_breakdown"]["fleet_total"].pop("wall")),
+        "malformed runtime_breakdown.fleet_total: no wall",
+    ),
+    (
+        "bucket not a number",
+        _summary(lambda d: d["runtime_breakdown"]["learner"]["main"].update(idle="2 s")),
+        "malformed runtime_breakdown.learner.main.idle: '2 s' is not a number",
+    ),
+    (
+        "bucket negative",
+        _summary(lambda d: d["runtime_breakdown"]["actors"]["sim-00"].update(env_step=-1.0)),
+        "runtime_breakdown.actors.sim-00.env_step: -1.0 is not a finite",
+    ),
+    (
+        "energy without learner",
+        _summary(lambda d: d["energy"].pop("learner")),
+        "malformed energy.learner: expected an object, got nothing",
+    ),
+    (
+        "energy kwh a string",
+        _summary(lambda d: d["energy"]["fleet"].update(kwh="0.1")),
+        "malformed energy.fleet.kwh: '0.1' is not a number",
+    ),
+    (
+        "intensity nan",
+        _summary(lambda d: d["energy"].update(carbon_intensity_g_per_kwh=math.nan)),
+        "energy.carbon_intensity_g_per_kwh: nan is not a finite number",
+    ),
+]
 
 
 @pytest.mark.parametrize("mutate, message", [c[1:] for c in BAD_RUNS], ids=[c[0] for c in BAD_RUNS])

@@ -22,8 +22,8 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
+from edge_rl.broker.executables import find_mosquitto
 from edge_rl.transport.address import free_port
-from edge_rl.transport.broker import find_mosquitto
 
 WAIT_S = 5.0
 
@@ -120,8 +120,15 @@ def shipped_config(tmp_path):
 class Client:
     """A paho client (MQTT 3.1.1) and what became of its connection attempt."""
 
-    def __init__(self, broker, *, username=None, password=None, tls: ssl.SSLContext | None = None,
-                 client_id: str = "") -> None:  # fmt: skip
+    def __init__(
+        self,
+        broker,
+        *,
+        username=None,
+        password=None,
+        tls: ssl.SSLContext | None = None,
+        client_id: str = "",
+    ) -> None:
         self.client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv311
         )

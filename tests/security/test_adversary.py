@@ -25,16 +25,13 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from edge_rl.agents.dqn.config import DQNConfig
+from edge_rl.broker.config import BrokerAccounts
+from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import ExportConfig, FleetConfig, RunConfig
-from edge_rl.fleet.fleet import Fleet
-from edge_rl.nodes.learner_node import LearnerNode
+from edge_rl.learner.node import LearnerNode
+from edge_rl.sim.fleet import Fleet
 from edge_rl.specs import EnvSpec
-from edge_rl.transport import codec
-from edge_rl.transport.broker import EmbeddedBroker
-from edge_rl.transport.broker_config import BrokerAccounts
 from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
-from edge_rl.transport.signing import Signer
-from edge_rl.transport.topics import Topics
 from edge_rl.types import (
     ActorStatus,
     ControlMessage,
@@ -44,6 +41,12 @@ from edge_rl.types import (
     QuantParams,
     TransitionBatch,
 )
+from edge_rl.wire.envelope import MAGIC_STATUS, MAGIC_TRANSITIONS, SCHEMA_VERSION
+from edge_rl.wire.messages import encode_control, encode_credit, encode_status
+from edge_rl.wire.policy import encode_policy
+from edge_rl.wire.signing import Signer
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import decode_transitions, encode_transitions
 
 pytestmark = pytest.mark.slow
 
@@ -55,41 +58,68 @@ CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
 def config(run: str) -> RunConfig:
     return RunConfig(
-        env_id="CartPole-v1", run=run, total_env_steps=3_000, learning_starts=300,
-        replay_ratio=0.25, max_lag_transitions=500, eval_episodes=5, select_every=0,
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32), fleet=FleetConfig(actors=0),
-        export=ExportConfig(every_updates=60, calibration_size=100, parity_size=100,
-                            min_greedy_agreement=0.0),
-    )  # fmt: skip
+        env_id="CartPole-v1",
+        run=run,
+        total_env_steps=3_000,
+        learning_starts=300,
+        replay_ratio=0.25,
+        max_lag_transitions=500,
+        eval_episodes=5,
+        select_every=0,
+        dqn=DQNConfig(hidden=(32, 32), batch_size=32),
+        fleet=FleetConfig(actors=0),
+        export=ExportConfig(
+            every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
+        ),
+    )
 
 
 def batch(actor: str, seq: int, run_id: str, *, reward: float = 1.0, version: int = 0, n=4):
     """A batch for the run start ``run_id`` (the intruder reads it off the control topic)."""
     obs = np.zeros((n, 4), np.float32)
     return TransitionBatch(
-        actor, 7, seq, version, obs, np.zeros(n, np.int64), np.full(n, reward, np.float32),
-        obs, np.zeros(n, bool), np.zeros(n, bool), run_id=run_id,
-    )  # fmt: skip
+        actor,
+        7,
+        seq,
+        version,
+        obs,
+        np.zeros(n, np.int64),
+        np.full(n, reward, np.float32),
+        obs,
+        np.zeros(n, bool),
+        np.zeros(n, bool),
+        run_id=run_id,
+    )
 
 
 def forged_policy(run: str, run_id: str) -> bytes:
     """A well-formed bundle with a huge version, signed by the attacker's own key."""
     model = b"\0" * 64
     m = PolicyManifest(
-        policy_version=10**6, algo="dqn", env_id="CartPole-v1", env_spec=CARTPOLE,
-        precision="int8", input_quant=QuantParams("float32", 0.0, 0),
-        output_quant=QuantParams("float32", 0.0, 0), obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4,
-        exploration={"epsilon": 1.0}, learner_step=0,
-        model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model), codec="none",
-        run=run, run_id=run_id,
-    )  # fmt: skip
-    return codec.encode_policy(PolicyBundle(m, model), Signer.generate())
+        policy_version=10**6,
+        algo="dqn",
+        env_id="CartPole-v1",
+        env_spec=CARTPOLE,
+        precision="int8",
+        input_quant=QuantParams("float32", 0.0, 0),
+        output_quant=QuantParams("float32", 0.0, 0),
+        obs_mean=(0.0,) * 4,
+        obs_std=(1.0,) * 4,
+        exploration={"epsilon": 1.0},
+        learner_step=0,
+        model_sha256=hashlib.sha256(model).hexdigest(),
+        model_size=len(model),
+        codec="none",
+        run=run,
+        run_id=run_id,
+    )
+    return encode_policy(PolicyBundle(m, model), Signer.generate())
 
 
 def nested_header(depth: int = 5_000) -> bytes:  # 10 KB: under the 64 KB header cap
     h = b"[" * depth + b"]" * depth
-    version = codec.SCHEMA_VERSION.to_bytes(2, "little")
-    return codec.MAGIC_TRANSITIONS + version + len(h).to_bytes(4, "little") + h
+    version = SCHEMA_VERSION.to_bytes(2, "little")
+    return MAGIC_TRANSITIONS + version + len(h).to_bytes(4, "little") + h
 
 
 def anonymous_refused(broker: EmbeddedBroker, wait_for) -> bool:
@@ -118,39 +148,48 @@ def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict, wa
     # Outside its own namespace: the broker's ACL drops these (nobody receives them).
     send(topics.policy, forged_policy(run, rid), "forged policy", retain=True)
     send(topics.policy, b"ERLP\x01\x00garbage", "garbage policy", retain=True)
-    send(topics.control, codec.encode_control(ControlMessage("stopped", rid)), "forged stop", True)
-    send(topics.transitions(HONEST[0]), codec.encode_transitions(batch(HONEST[0], 0, rid)),
-         "batch under an honest id")  # fmt: skip
+    send(topics.control, encode_control(ControlMessage("stopped", rid)), "forged stop", True)
+    send(
+        topics.transitions(HONEST[0]),
+        encode_transitions(batch(HONEST[0], 0, rid)),
+        "batch under an honest id",
+    )
     # Credit: stop an honest actor (a grant that refuses every session it could have), or
     # grant itself or an honest actor the whole budget. Only the learner may write credit.
     honest_session = node.fleet.actors()[HONEST[0]].session  # (the test's knowledge)
     for actor in (HONEST[0], INTRUDER):
         forged = CreditGrant(rid, 0, 10**9, refused=(honest_session,))
-        send(topics.credit(actor), codec.encode_credit(forged), "forged credit", True)
-    send(topics.status(HONEST[0]), codec.encode_status(ActorStatus(HONEST[0], "stopped")),
-         "status under an honest id", retain=True)  # fmt: skip
+        send(topics.credit(actor), encode_credit(forged), "forged credit", True)
+    send(
+        topics.status(HONEST[0]),
+        encode_status(ActorStatus(HONEST[0], "stopped")),
+        "status under an honest id",
+        retain=True,
+    )
     for i in range(200):  # invented actors: no topic of theirs is writable by the intruder
-        send(topics.status(f"ghost-{i}"), codec.encode_status(ActorStatus(f"ghost-{i}",
-             "running")), "invented actor")  # fmt: skip
+        send(
+            topics.status(f"ghost-{i}"),
+            encode_status(ActorStatus(f"ghost-{i}", "running")),
+            "invented actor",
+        )
     # Inside its own namespace: the learner's checks refuse these.
     mine = topics.transitions(INTRUDER)
     own = {
         "bad_magic": b"not a batch at all",
-        "bad_version": codec.MAGIC_TRANSITIONS + b"\x01\x00" + b"\0" * 20,
+        "bad_version": MAGIC_TRANSITIONS + b"\x01\x00" + b"\0" * 20,
         "bad_header": nested_header(),
-        "non_finite": codec.encode_transitions(batch(INTRUDER, 0, rid, reward=float("nan"))),
-        "out_of_bounds": codec.encode_transitions(batch(INTRUDER, 1, rid, reward=3e38)),
-        "unknown_policy": codec.encode_transitions(batch(INTRUDER, 2, rid, version=10**6)),
-        "wrong_run": codec.encode_transitions(batch(INTRUDER, 3, "an-earlier-start")),
+        "non_finite": encode_transitions(batch(INTRUDER, 0, rid, reward=float("nan"))),
+        "out_of_bounds": encode_transitions(batch(INTRUDER, 1, rid, reward=3e38)),
+        "unknown_policy": encode_transitions(batch(INTRUDER, 2, rid, version=10**6)),
+        "wrong_run": encode_transitions(batch(INTRUDER, 3, "an-earlier-start")),
     }
     for reason, payload in own.items():
         send(mine, payload, reason)
     status = topics.status(INTRUDER)
     send(status, b"ERLS junk", "bad status")
     bad = json.dumps({"actor_id": INTRUDER, "state": "running", "env_steps": "a lot"}).encode()
-    version = codec.SCHEMA_VERSION.to_bytes(2, "little")
-    send(status, codec.MAGIC_STATUS + version + len(bad).to_bytes(4, "little") + bad,
-         "mistyped status")  # fmt: skip
+    version = SCHEMA_VERSION.to_bytes(2, "little")
+    send(status, MAGIC_STATUS + version + len(bad).to_bytes(4, "little") + bad, "mistyped status")
     rejected = node.ingest.stats.rejected
     log["ingest_counted"] = wait_for(lambda: all(rejected[r] >= 1 for r in own), 30)
     log["status_counted"] = wait_for(lambda: node.fleet.status_rejected >= 2, 30)
@@ -169,10 +208,23 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
         assert broker.authenticated
         assert anonymous_refused(broker, wait_for)
-        fleet = Fleet(2, board, broker.url, cfg.env_id, policy_key=public_key, run=run,
-                      log_dir=tmp_path / "fleet", auth=broker.auth)  # fmt: skip
-        node = LearnerNode(cfg, mqtt_connect(broker.url, broker.auth("learner")),
-                           tmp_path / "run", signer=signer, fleet_alive=fleet.alive)  # fmt: skip
+        fleet = Fleet(
+            2,
+            board,
+            broker.url,
+            cfg.env_id,
+            policy_key=public_key,
+            run=run,
+            log_dir=tmp_path / "fleet",
+            auth=broker.auth,
+        )
+        node = LearnerNode(
+            cfg,
+            mqtt_connect(broker.url, broker.auth("learner")),
+            tmp_path / "run",
+            signer=signer,
+            fleet_alive=fleet.alive,
+        )
         evil = MqttTransport(broker.url, f"actor-{INTRUDER}", auth=broker.auth(INTRUDER))
         evil.start()
         assert evil.wait_connected(15)
@@ -191,7 +243,7 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
         def recording_handle(topic, payload):
             accepted = real_handle(topic, payload)
             if accepted:
-                versions.append(codec.decode_transitions(payload).policy_version)
+                versions.append(decode_transitions(payload).policy_version)
             return accepted
 
         node.ingest.handle = recording_handle
@@ -221,7 +273,14 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
     assert all(a["policy_version"] in published for a in actors.values())
     assert all(a["policies_rejected"] == 0 for a in actors.values())  # the broker dropped them
     # Each refusal counted where it happened.
-    for reason in ("bad_magic", "bad_version", "bad_header", "non_finite", "out_of_bounds",
-                   "unknown_policy", "wrong_run"):  # fmt: skip
+    for reason in (
+        "bad_magic",
+        "bad_version",
+        "bad_header",
+        "non_finite",
+        "out_of_bounds",
+        "unknown_policy",
+        "wrong_run",
+    ):
         assert summary["batches_rejected"].get(reason, 0) >= 1, summary["batches_rejected"]
     assert summary["status_rejected"] >= 2

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_rl.boards import load_board
 from edge_rl.config import load_run_config
-from edge_rl.edge.board import load_board
 from edge_rl.transport.address import parse_broker_address
 from edge_rl.transport.auth import AuthError, BrokerAuth, read_password_file
 from edge_rl.transport.mqtt import MqttTransport
@@ -135,8 +135,9 @@ def test_from_directory_takes_what_is_there(tmp_path) -> None:
     (tmp_path / "ca.crt").write_text("x")
     secret(tmp_path / "password")
     auth = BrokerAuth.from_directory(tmp_path, "pi-01")
-    assert auth == BrokerAuth(ca_file=str(tmp_path / "ca.crt"), username="pi-01",
-                              password_file=str(tmp_path / "password"))  # fmt: skip
+    assert auth == BrokerAuth(
+        ca_file=str(tmp_path / "ca.crt"), username="pi-01", password_file=str(tmp_path / "password")
+    )
     with pytest.raises(AuthError, match="not found"):
         BrokerAuth.from_directory(tmp_path / "nope", "pi-01")
 

@@ -9,8 +9,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from edge_rl.credentials import make_credentials
-from edge_rl.transport import executables
+from edge_rl.broker import executables
+from edge_rl.deploy.credentials import make_credentials
 
 
 def mode(path: Path) -> int:
@@ -30,8 +30,11 @@ def test_command_writes_the_documented_layout(cli, tmp_path, mosquitto_available
     for identity in ("learner", "boards/pi-01", "boards/pi-02"):
         d = out / identity
         assert sorted(p.name for p in d.iterdir()) == [
-            "ca.crt", "client.crt", "client.key", "password",
-        ]  # fmt: skip
+            "ca.crt",
+            "client.crt",
+            "client.key",
+            "password",
+        ]
         assert mode(d) == 0o700 and mode(d / "client.key") == 0o600 == mode(d / "password")
         name = d.name
         c = cert(d / "client.crt")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from edge_rl.broker.config import BrokerAccounts
+from edge_rl.broker.embedded import BrokerError, EmbeddedBroker
 from edge_rl.transport.auth import read_password_file
-from edge_rl.transport.broker import BrokerError, EmbeddedBroker
-from edge_rl.transport.broker_config import BrokerAccounts
 from edge_rl.transport.mqtt import MqttTransport
-from edge_rl.transport.topics import Topics
+from edge_rl.wire.topics import Topics
 
 WAIT_S = 5.0
 
@@ -169,7 +169,7 @@ def test_auth_files_are_removed_with_the_broker(mosquitto_available) -> None:
 def test_amqtt_fallback_says_it_is_unauthenticated_and_stays_on_loopback(caplog) -> None:
     with pytest.raises(BrokerError, match="loopback"):
         EmbeddedBroker(kind="amqtt", host="0.0.0.0", accounts=ACCOUNTS)
-    with caplog.at_level(logging.WARNING, logger="edge_rl.transport.broker"):
+    with caplog.at_level(logging.WARNING, logger="edge_rl.broker.embedded"):
         with EmbeddedBroker(kind="amqtt", accounts=ACCOUNTS) as b:
             assert not b.authenticated and b.host == "127.0.0.1"
             transport = MqttTransport(b.url, "learner-sec", auth=b.auth("learner"))

@@ -38,8 +38,9 @@ def config_value(conf: str, key: str) -> str:
 
 def child_command_lines(pid: int) -> list[str]:
     """The command lines of ``pid``'s descendants, as ps shows them."""
-    out = subprocess.run(["ps", "-e", "-ww", "-o", "pid=,ppid=,args="], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["ps", "-e", "-ww", "-o", "pid=,ppid=,args="], capture_output=True, text=True, check=True
+    ).stdout
     rows = [line.split(None, 2) for line in out.splitlines() if len(line.split(None, 2)) == 3]
     family, lines = {pid}, []
     for _ in range(4):  # children, grandchildren (setpriv execs in place)
@@ -55,15 +56,30 @@ def test_default_run_is_authenticated_and_completes(
     tmp_path, mosquitto_available, tiny_learn, clients
 ) -> None:
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "edge_rl.cli", "learn", "--config", str(CONFIG),
-           "--out", str(run), *tiny_learn("dqn"), "--set", "run=auth-smoke"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        str(CONFIG),
+        "--out",
+        str(run),
+        *tiny_learn("dqn"),
+        "--set",
+        "run=auth-smoke",
+    ]
     out = open(tmp_path / "stdout", "w")  # noqa: SIM115 - files, not pipes: no pipe fills up
     err = open(tmp_path / "stderr", "w")  # noqa: SIM115
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err)
     try:
         log = run / "learner.log"
-        found = wait_for(lambda: log.exists() and LINE.search(log.read_text()), 120,
-                         "authenticated embedded broker in learner.log", proc)  # fmt: skip
+        found = wait_for(
+            lambda: log.exists() and LINE.search(log.read_text()),
+            120,
+            "authenticated embedded broker in learner.log",
+            proc,
+        )
         url, conf_path = found.group(1), Path(found.group(2))
         conf = conf_path.read_text()
         host, port, _ = parse_broker_address(url)
@@ -86,14 +102,21 @@ def test_default_run_is_authenticated_and_completes(
         class Broker:  # the running run's broker, for a raw client
             pass
 
-        Broker.host, Broker.port = host, port
+        Broker.host = host
+        Broker.port = port
         assert clients(Broker).first_outcome().startswith("refused")  # anonymous
 
         # The actors are running with their credentials, and no password is on a command line.
         fleet_log = run / "fleet" / "sim-00.log"
-        wait_for(lambda: (run / f"mosquitto-{port}.log").exists()
-                 and "u'sim-00'" in (run / f"mosquitto-{port}.log").read_text(),
-                 120, "sim-00 logged in", proc)  # fmt: skip
+        wait_for(
+            lambda: (
+                (run / f"mosquitto-{port}.log").exists()
+                and "u'sim-00'" in (run / f"mosquitto-{port}.log").read_text()
+            ),
+            120,
+            "sim-00 logged in",
+            proc,
+        )
         passwords = [(password_file.parent / f"{u}.password").read_text().strip() for u in users]
         lines = child_command_lines(proc.pid)
         assert any("--password-file" in line and "sim-00" in line for line in lines), lines

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_rl.credentials import make_credentials
+from edge_rl.deploy.credentials import make_credentials
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport
-from edge_rl.transport.topics import Topics
+from edge_rl.wire.topics import Topics
 
 WAIT_S = 5.0
 REPO = Path(__file__).resolve().parents[2]
@@ -23,8 +23,9 @@ RUN = Topics("edge-rl", "tls")
 @pytest.fixture(scope="module")
 def creds(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("creds")
-    make_credentials(root, ["pi-01", "pi-02"], tls=True, passwords=True,
-                     server_names=["localhost", "127.0.0.1"])  # fmt: skip
+    make_credentials(
+        root, ["pi-01", "pi-02"], tls=True, passwords=True, server_names=["localhost", "127.0.0.1"]
+    )
     return root
 
 
@@ -81,8 +82,9 @@ def test_client_with_ca_signed_certificate_is_accepted(cert_broker, creds, clien
 
 def test_client_that_does_not_trust_the_broker_does_not_connect(cert_broker, creds, other_ca):
     auth = BrokerAuth.from_directory(creds / "boards" / "pi-01", "pi-01")
-    auth = BrokerAuth(ca_file=str(other_ca / "ca.crt"), cert_file=auth.cert_file,
-                      key_file=auth.key_file)  # fmt: skip
+    auth = BrokerAuth(
+        ca_file=str(other_ca / "ca.crt"), cert_file=auth.cert_file, key_file=auth.key_file
+    )
     transport = MqttTransport(cert_broker.url, "actor-pi-01", auth=auth)
     transport.start()
     try:
@@ -95,8 +97,9 @@ def test_client_that_does_not_trust_the_broker_does_not_connect(cert_broker, cre
 def _transport(url: str, identity: Path, name: str, inbox=None, subscriptions=()):
     auth = BrokerAuth.from_directory(identity, name)
     on_message = (lambda topic, payload: inbox.put((topic, payload))) if inbox else None
-    t = MqttTransport(url, f"edge-rl-{name}", auth=auth, subscriptions=subscriptions,
-                      on_message=on_message)  # fmt: skip
+    t = MqttTransport(
+        url, f"edge-rl-{name}", auth=auth, subscriptions=subscriptions, on_message=on_message
+    )
     t.start()
     return t
 
@@ -162,8 +165,9 @@ def test_shipped_config_with_certificates(mosquitto_with, creds, shipped_config,
 
 
 def test_mqtt_transport_without_certificate_is_refused_and_says_so(cert_broker, creds, caplog):
-    transport = MqttTransport(cert_broker.url, "actor-pi-01",
-                              auth=BrokerAuth(ca_file=str(creds / "ca.crt")))  # fmt: skip
+    transport = MqttTransport(
+        cert_broker.url, "actor-pi-01", auth=BrokerAuth(ca_file=str(creds / "ca.crt"))
+    )
     with caplog.at_level("WARNING", logger="edge_rl.transport.mqtt"):
         transport.start()
         try:

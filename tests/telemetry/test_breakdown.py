@@ -21,7 +21,8 @@ class FakeClock:
     """A clock that moves only when told to: every lap's length is known exactly."""
 
     def __init__(self, t: float = 100.0) -> None:
-        self.t, self.reads = t, 0
+        self.t = t
+        self.reads = 0
 
     def __call__(self) -> float:
         self.reads += 1
@@ -89,8 +90,15 @@ def test_runtime_breakdown_and_report(tmp_path, caplog):
     rb = runtime_breakdown(clocks, actors)
     assert set(rb["learner"]) == {"main", "ingest", "exporter"}
     assert set(rb["learner"]["main"]) == {
-        "setup", "updates", "export", "publish", "evaluate", "other", "idle", "wall"
-    }  # fmt: skip
+        "setup",
+        "updates",
+        "export",
+        "publish",
+        "evaluate",
+        "other",
+        "idle",
+        "wall",
+    }
     assert list(rb["actors"]) == ["a", "b"]  # sorted; an actor without a breakdown is left out
     assert rb["fleet_total"] == {"idle": 2.0, "wall": 3.0, "env_step": 1.0}
     with caplog.at_level(logging.INFO, logger="edge_rl.telemetry.breakdown"):
@@ -98,8 +106,13 @@ def test_runtime_breakdown_and_report(tmp_path, caplog):
     rows = list(csv.DictReader(open(tmp_path / "breakdown.csv")))
     assert {"source": "actor/b", "bucket": "env_step", "seconds": "1.0"} in rows
     assert {r["source"] for r in rows} == {
-        "learner/main", "learner/ingest", "learner/exporter", "actor/a", "actor/b", "fleet_total"
-    }  # fmt: skip
+        "learner/main",
+        "learner/ingest",
+        "learner/exporter",
+        "actor/a",
+        "actor/b",
+        "fleet_total",
+    }
     assert "runtime breakdown fleet_total: wall 3.00 s; idle 2.00 s (67%)" in caplog.text
 
 

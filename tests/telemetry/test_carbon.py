@@ -15,9 +15,8 @@ from pathlib import Path
 import codecarbon  # a declared dependency: a missing one fails these tests, not skips them
 import pytest
 
-from edge_rl.config import EnergyConfig
 from edge_rl.telemetry import carbon
-from edge_rl.telemetry.carbon import HostCarbon, carbon_intensity
+from edge_rl.telemetry.carbon import EnergyConfig, HostCarbon, carbon_intensity
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,10 +118,18 @@ class _PublicOnly:
         from codecarbon.output_methods.emissions_data import EmissionsData
 
         fields = {f.name: 0.0 for f in dataclasses.fields(EmissionsData)}
-        fields.update(duration=2.0, emissions=4e-6, cpu_energy=2e-6, ram_energy=8e-6,
-                      energy_consumed=1e-5, codecarbon_version=codecarbon.__version__,
-                      tracking_mode="process", cpu_model="Some CPU", cpu_count=2,
-                      ram_total_size=16.0)  # fmt: skip
+        fields.update(
+            duration=2.0,
+            emissions=4e-6,
+            cpu_energy=2e-6,
+            ram_energy=8e-6,
+            energy_consumed=1e-5,
+            codecarbon_version=codecarbon.__version__,
+            tracking_mode="process",
+            cpu_model="Some CPU",
+            cpu_count=2,
+            ram_total_size=16.0,
+        )
         self.final_emissions_data = EmissionsData(**fields)
         return self.final_emissions_data.emissions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge_rl.edge.board import Power
+from edge_rl.boards import Power
 from edge_rl.telemetry.energy import (
     BUSY_BUCKETS,
     CarbonIntensity,

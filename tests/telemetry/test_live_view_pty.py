@@ -25,8 +25,15 @@ ROWS, COLS = 60, 160
 HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
 DATA_ROW = re.compile(r"^\s*\d+\s+(-|-?\d+\.\d)\s+\d+\s")
 # What TensorFlow, absl and LiteRT print on start-up, and the summary's JSON.
-NOT_IN_TERMINAL = [b"cuInit", b"oneDNN", b"absl::", b"cudart_stub", b"XNNPACK delegate",
-                   b'"transitions_received"', b'"runtime_breakdown"']  # fmt: skip
+NOT_IN_TERMINAL = [
+    b"cuInit",
+    b"oneDNN",
+    b"absl::",
+    b"cudart_stub",
+    b"XNNPACK delegate",
+    b'"transitions_received"',
+    b'"runtime_breakdown"',
+]
 
 
 def _headers(lines: list[str]) -> list[int]:
@@ -43,12 +50,19 @@ class Terminal:
     def __init__(self, *args: str) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
         env["TERM"] = "xterm-256color"
-        self.child = pexpect.spawn(sys.executable, ["-m", "edge_rl.cli", "learn", *args],
-                                   cwd=str(ROOT), env=env, dimensions=(ROWS, COLS))  # fmt: skip
+        self.child = pexpect.spawn(
+            sys.executable,
+            ["-m", "edge_rl.cli", "learn", *args],
+            cwd=str(ROOT),
+            env=env,
+            dimensions=(ROWS, COLS),
+        )
         self.screen = pyte.Screen(COLS, ROWS)
         self._stream = pyte.ByteStream(self.screen)
         self.raw = bytearray()
-        self.most_headers, self.worst, self.whole_views = 0, "", 0
+        self.most_headers = 0
+        self.worst = ""
+        self.whole_views = 0
 
     def read(self, until=lambda lines: False, timeout: float = 240) -> bool:
         """Read until EOF (False) or until ``until(screen lines)`` (True), checking every
@@ -67,7 +81,8 @@ class Terminal:
             lines = self.screen.display
             headers = _headers(lines)
             if len(headers) > self.most_headers:
-                self.most_headers, self.worst = len(headers), self.text()
+                self.most_headers = len(headers)
+                self.worst = self.text()
             if len(headers) == 1 and _with_data_row(lines, headers[0]):
                 self.whole_views += 1
             if until(lines):
@@ -86,8 +101,15 @@ def test_learn_redraws_in_place_and_ends_with_a_short_result(
     tmp_path, mosquitto_available, tiny_learn
 ):
     run = tmp_path / "run"
-    term = Terminal("--config", "examples/cartpole_dqn.yaml", "--out", str(run),
-                    *tiny_learn("dqn"), "--set", "total_env_steps=2000")  # fmt: skip
+    term = Terminal(
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        *tiny_learn("dqn"),
+        "--set",
+        "total_env_steps=2000",
+    )
     try:
         term.read()
     finally:
@@ -113,9 +135,20 @@ def test_learn_redraws_in_place_and_ends_with_a_short_result(
 @pytest.mark.slow
 def test_ctrl_c_leaves_the_view_and_says_where_the_run_is(tmp_path, mosquitto_available):
     run = tmp_path / "run"
-    term = Terminal("--config", "examples/cartpole_dqn.yaml", "--out", str(run),
-                    "--fleet", "1", "--board", "rpi5", "--set", "dqn.hidden=[32, 32]",
-                    "--set", "total_env_steps=10000000")  # fmt: skip
+    term = Terminal(
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        "--fleet",
+        "1",
+        "--board",
+        "rpi5",
+        "--set",
+        "dqn.hidden=[32, 32]",
+        "--set",
+        "total_env_steps=10000000",
+    )
     try:
         stepping = re.compile(r"^env steps .* [1-9]\d*/10000000 ")
         assert term.read(until=lambda lines: any(stepping.match(x) for x in lines)), term.text()

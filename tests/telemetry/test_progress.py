@@ -25,20 +25,34 @@ ROOT = Path(__file__).resolve().parents[2]
 HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
 
 SUMMARY = {
-    "env_id": "CartPole-v1", "algo": "dqn", "env_steps": 50_000, "updates": 12_345,
-    "wall_s": 182.4, "final_eval_return": 187.25, "final_eval_return_std": 12.1,
-    "eval_episodes": 10, "policy_version": 40, "policy_precision": "int8",
-    "transitions_received": 50_000, "energy": {"learner": {"kwh": 1e-4}},
-}  # fmt: skip
+    "env_id": "CartPole-v1",
+    "algo": "dqn",
+    "env_steps": 50_000,
+    "updates": 12_345,
+    "wall_s": 182.4,
+    "final_eval_return": 187.25,
+    "final_eval_return_std": 12.1,
+    "eval_episodes": 10,
+    "policy_version": 40,
+    "policy_precision": "int8",
+    "transitions_received": 50_000,
+    "energy": {"learner": {"kwh": 1e-4}},
+}
 
 
 def _row(env_steps: int) -> dict:
     return {
-        "env_steps": env_steps, "episodes": env_steps // 20, "recent_return": 21.5,
-        "updates": env_steps // 4, "updates_per_s": 150.0, "policy_version": 2,
-        "actors_online": 1, "transitions_rejected": 0, "transitions_duplicate": 0,
+        "env_steps": env_steps,
+        "episodes": env_steps // 20,
+        "recent_return": 21.5,
+        "updates": env_steps // 4,
+        "updates_per_s": 150.0,
+        "policy_version": 2,
+        "actors_online": 1,
+        "transitions_rejected": 0,
+        "transitions_duplicate": 0,
         "fleet_state": "running",
-    }  # fmt: skip
+    }
 
 
 def test_result_is_short_and_names_the_next_commands():
@@ -56,8 +70,14 @@ def test_result_is_short_and_names_the_next_commands():
 
 
 def test_result_of_a_run_that_deployed_no_policy():
-    summary = dict(SUMMARY, final_eval_return=None, final_eval_return_std=None,
-                   eval_episodes=0, policy_version=0, wall_s=41.04)  # fmt: skip
+    summary = dict(
+        SUMMARY,
+        final_eval_return=None,
+        final_eval_return_std=None,
+        eval_episodes=0,
+        policy_version=0,
+        wall_s=41.04,
+    )
     text = "\n".join(result_lines(summary, Path("r")))
     assert "final return: not evaluated (no policy was deployed)" in text
     assert "wall time 41.0 s training" in text and "in all" not in text
@@ -130,8 +150,11 @@ def test_no_terminal_no_claim(tmp_path):
     log_path = tmp_path / "learner.log"
     proc = subprocess.run(
         [sys.executable, "-c", CLAIM, str(log_path)],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "claimed False" in proc.stdout
     assert proc.stderr == "native line\npython line\n" and not log_path.exists()

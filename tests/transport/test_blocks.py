@@ -9,8 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from edge_rl.transport import blocks, codec
-from edge_rl.transport.blocks import Region
+from edge_rl.wire import blocks
+from edge_rl.wire.blocks import Region
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.policy import compress_model, decompress_model
 
 MAX = 1 << 20
 
@@ -59,8 +61,8 @@ def test_round_trip_is_exact_on_random_bytes_and_regions(seed: int) -> None:
     model = bytes(model)
     payload = blocks.encode(model, regions)
     assert blocks.decode(payload, len(model)) == model
-    via_codec = codec.compress_model(model, "blocks", regions)
-    assert codec.decompress_model(via_codec, "blocks", MAX) == model
+    via_codec = compress_model(model, "blocks", regions)
+    assert decompress_model(via_codec, "blocks", MAX) == model
 
 
 def test_round_trip_without_regions_and_of_an_empty_model() -> None:
@@ -136,7 +138,7 @@ def test_encode_rejects_bad_regions() -> None:
         with pytest.raises(ValueError):
             blocks.encode(bytes(64), regions)
     with pytest.raises(ValueError, match="regions"):
-        codec.compress_model(bytes(64), "blocks")
+        compress_model(bytes(64), "blocks")
 
 
 # --- malformed payloads ---------------------------------------------------------------
@@ -230,6 +232,6 @@ CASES = {
 def test_decode_rejects_malformed_payloads(mutate: Callable[[bytes], bytes], reason: str) -> None:
     model, payload = _valid()
     assert blocks.decode(payload, MAX) == model  # the unmutated payload is fine
-    with pytest.raises(codec.CodecError) as err:
+    with pytest.raises(CodecError) as err:
         blocks.decode(mutate(payload), MAX)
     assert err.value.reason == reason

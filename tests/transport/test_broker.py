@@ -13,8 +13,9 @@ from collections.abc import Iterator
 import paho.mqtt.client as mqtt
 import pytest
 
-from edge_rl.transport import broker as broker_mod
-from edge_rl.transport.broker import BrokerError, EmbeddedBroker, parse_broker_url
+from edge_rl.broker import embedded as broker_mod
+from edge_rl.broker.embedded import BrokerError, EmbeddedBroker
+from edge_rl.transport.address import parse_broker_url
 
 WAIT_S = 5.0
 KINDS = ["mosquitto", "amqtt"]
@@ -183,7 +184,7 @@ def test_unknown_kind_is_rejected() -> None:
 def test_module_imports_only_the_standard_library() -> None:
     # A board imports edge_rl.transport: nothing heavy may come with the broker helper.
     code = (
-        "import sys, edge_rl.transport.broker\n"
+        "import sys, edge_rl.broker.embedded\n"
         "heavy = {'tensorflow', 'keras', 'numpy', 'amqtt', 'paho'} & set(sys.modules)\n"
         "assert not heavy, heavy"
     )

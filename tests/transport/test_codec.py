@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from edge_rl.specs import EnvSpec
-from edge_rl.transport import codec
 from edge_rl.types import (
     ActorStatus,
     ControlMessage,
@@ -17,6 +16,17 @@ from edge_rl.types import (
     QuantParams,
     TransitionBatch,
 )
+from edge_rl.wire.envelope import MAGIC_POLICY, CodecError
+from edge_rl.wire.messages import (
+    decode_control,
+    decode_credit,
+    decode_status,
+    encode_control,
+    encode_credit,
+    encode_status,
+)
+from edge_rl.wire.policy import compress_model, decompress_model
+from edge_rl.wire.transitions import decode_transitions, encode_transitions, peek_count
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 PENDULUM = EnvSpec(obs_shape=(3,), action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
@@ -47,7 +57,7 @@ def make_batch(spec: EnvSpec = CARTPOLE, n: int = 5, **override) -> TransitionBa
 @pytest.mark.parametrize("spec", [CARTPOLE, PENDULUM], ids=["discrete", "box"])
 def test_transitions_round_trip(spec):
     batch = make_batch(spec)
-    out = codec.decode_transitions(codec.encode_transitions(batch), spec)
+    out = decode_transitions(encode_transitions(batch), spec)
     assert (out.actor_id, out.session, out.seq, out.policy_version) == ("pi-01", 123, 7, 3)
     for name in TransitionBatch.ARRAYS:
         np.testing.assert_array_equal(getattr(out, name), getattr(batch, name))
@@ -71,7 +81,7 @@ def _raw_header(payload: bytes, edit) -> bytes:
     return struct.pack("<4sHI", magic, version, len(h)) + h + payload[10 + hlen :]
 
 
-GOOD = codec.encode_transitions(make_batch())
+GOOD = encode_transitions(make_batch())
 assert b'"seq":7' in GOOD
 
 # (case id, payload, spec, expected reason)
@@ -81,7 +91,7 @@ REJECTIONS = [
     ("cut arrays", GOOD[:-3], CARTPOLE, "truncated"),
     ("cut header", GOOD[:20], CARTPOLE, "truncated"),
     ("wrong magic", b"XXXX" + GOOD[4:], CARTPOLE, "bad_magic"),
-    ("policy magic", codec.MAGIC_POLICY + GOOD[4:], CARTPOLE, "bad_magic"),
+    ("policy magic", MAGIC_POLICY + GOOD[4:], CARTPOLE, "bad_magic"),
     ("version 1", GOOD[:4] + struct.pack("<H", 1) + GOOD[6:], CARTPOLE, "bad_version"),
     ("version 2", GOOD[:4] + struct.pack("<H", 2) + GOOD[6:], CARTPOLE, "bad_version"),
     ("version 4", GOOD[:4] + struct.pack("<H", 4) + GOOD[6:], CARTPOLE, "bad_version"),
@@ -91,62 +101,132 @@ REJECTIONS = [
     ("negative seq", _replace_header(GOOD, seq=-1), CARTPOLE, "bad_header"),
     ("seq not int", _replace_header(GOOD, seq="7"), CARTPOLE, "bad_header"),
     ("n mismatch", _replace_header(GOOD, n=4), CARTPOLE, "shape"),
-    ("obs wrong shape", codec.encode_transitions(
-        make_batch(obs=np.zeros((5, 3), np.float32))), CARTPOLE, "shape"),
-    ("next_obs 2-d extra", codec.encode_transitions(
-        make_batch(next_obs=np.zeros((5, 4, 1), np.float32))), CARTPOLE, "shape"),
-    ("float action for discrete", codec.encode_transitions(
-        make_batch(action=np.zeros(5, np.float32))), CARTPOLE, "dtype"),
-    ("obs float64", _replace_header(GOOD, arrays=[
-        {**a, "dtype": "<f8"} if a["name"] == "obs" else a
-        for a in __import__("json").loads(GOOD[10:10 + struct.unpack_from("<I", GOOD, 6)[0]])[
-            "arrays"]]), CARTPOLE, "dtype"),
-    ("nan obs", codec.encode_transitions(
-        make_batch(obs=np.full((5, 4), np.nan, np.float32))), CARTPOLE, "non_finite"),
-    ("inf reward", codec.encode_transitions(
-        make_batch(reward=np.array([1, 1, np.inf, 1, 1], np.float32))), CARTPOLE, "non_finite"),
-    ("action 2 of 2", codec.encode_transitions(
-        make_batch(action=np.array([0, 1, 2, 0, 1], np.int64))), CARTPOLE, "action_range"),
-    ("negative action", codec.encode_transitions(
-        make_batch(action=np.array([0, -1, 0, 0, 1], np.int64))), CARTPOLE, "action_range"),
-    ("box action out of bounds", codec.encode_transitions(
-        make_batch(PENDULUM, action=np.full((5, 1), 2.5, np.float32))), PENDULUM, "action_range"),
-    ("box action nan", codec.encode_transitions(
-        make_batch(PENDULUM, action=np.full((5, 1), np.nan, np.float32))), PENDULUM, "non_finite"),
+    (
+        "obs wrong shape",
+        encode_transitions(make_batch(obs=np.zeros((5, 3), np.float32))),
+        CARTPOLE,
+        "shape",
+    ),
+    (
+        "next_obs 2-d extra",
+        encode_transitions(make_batch(next_obs=np.zeros((5, 4, 1), np.float32))),
+        CARTPOLE,
+        "shape",
+    ),
+    (
+        "float action for discrete",
+        encode_transitions(make_batch(action=np.zeros(5, np.float32))),
+        CARTPOLE,
+        "dtype",
+    ),
+    (
+        "obs float64",
+        _replace_header(
+            GOOD,
+            arrays=[
+                {**a, "dtype": "<f8"} if a["name"] == "obs" else a
+                for a in __import__("json").loads(
+                    GOOD[10 : 10 + struct.unpack_from("<I", GOOD, 6)[0]]
+                )["arrays"]
+            ],
+        ),
+        CARTPOLE,
+        "dtype",
+    ),
+    (
+        "nan obs",
+        encode_transitions(make_batch(obs=np.full((5, 4), np.nan, np.float32))),
+        CARTPOLE,
+        "non_finite",
+    ),
+    (
+        "inf reward",
+        encode_transitions(make_batch(reward=np.array([1, 1, np.inf, 1, 1], np.float32))),
+        CARTPOLE,
+        "non_finite",
+    ),
+    (
+        "action 2 of 2",
+        encode_transitions(make_batch(action=np.array([0, 1, 2, 0, 1], np.int64))),
+        CARTPOLE,
+        "action_range",
+    ),
+    (
+        "negative action",
+        encode_transitions(make_batch(action=np.array([0, -1, 0, 0, 1], np.int64))),
+        CARTPOLE,
+        "action_range",
+    ),
+    (
+        "box action out of bounds",
+        encode_transitions(make_batch(PENDULUM, action=np.full((5, 1), 2.5, np.float32))),
+        PENDULUM,
+        "action_range",
+    ),
+    (
+        "box action nan",
+        encode_transitions(make_batch(PENDULUM, action=np.full((5, 1), np.nan, np.float32))),
+        PENDULUM,
+        "non_finite",
+    ),
     ("oversized", GOOD + b"\0" * 2_000_000, CARTPOLE, "too_large"),
-    ("overflowing shape", _replace_header(GOOD, arrays=[
-        {**a, "shape": [5, 2**32, 2**32]} if a["name"] == "obs" else a
-        for a in __import__("json").loads(GOOD[10:10 + struct.unpack_from("<I", GOOD, 6)[0]])[
-            "arrays"]]), CARTPOLE, "truncated"),
-    ("int reward", _replace_header(GOOD, arrays=[
-        {**a, "dtype": "<i8"} if a["name"] == "reward" else a
-        for a in __import__("json").loads(GOOD[10:10 + struct.unpack_from("<I", GOOD, 6)[0]])[
-            "arrays"]]), CARTPOLE, "dtype"),
-    ("NaN in header", _raw_header(GOOD, lambda h: h.replace(b'"seq":7', b'"seq":NaN')),
-        CARTPOLE, "bad_header"),
-]  # fmt: skip
+    (
+        "overflowing shape",
+        _replace_header(
+            GOOD,
+            arrays=[
+                {**a, "shape": [5, 2**32, 2**32]} if a["name"] == "obs" else a
+                for a in __import__("json").loads(
+                    GOOD[10 : 10 + struct.unpack_from("<I", GOOD, 6)[0]]
+                )["arrays"]
+            ],
+        ),
+        CARTPOLE,
+        "truncated",
+    ),
+    (
+        "int reward",
+        _replace_header(
+            GOOD,
+            arrays=[
+                {**a, "dtype": "<i8"} if a["name"] == "reward" else a
+                for a in __import__("json").loads(
+                    GOOD[10 : 10 + struct.unpack_from("<I", GOOD, 6)[0]]
+                )["arrays"]
+            ],
+        ),
+        CARTPOLE,
+        "dtype",
+    ),
+    (
+        "NaN in header",
+        _raw_header(GOOD, lambda h: h.replace(b'"seq":7', b'"seq":NaN')),
+        CARTPOLE,
+        "bad_header",
+    ),
+]
 
 
 @pytest.mark.parametrize(
     "payload,spec,reason", [c[1:] for c in REJECTIONS], ids=[c[0] for c in REJECTIONS]
 )
 def test_transition_rejections(payload, spec, reason):
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_transitions(payload, spec)
+    with pytest.raises(CodecError) as err:
+        decode_transitions(payload, spec)
     assert err.value.reason == reason
 
 
 def test_unknown_status_and_control_fields_are_ignored():
     # A newer peer may add fields within schema v1; older readers must keep working.
-    status = codec.encode_status(ActorStatus(actor_id="a", state="running"))
-    assert codec.decode_status(_replace_header(status, battery_volts=3.7)).actor_id == "a"
-    ctrl = codec.encode_control(ControlMessage("running"))
-    assert codec.decode_control(_replace_header(ctrl, future_knob=1)).state == "running"
+    status = encode_status(ActorStatus(actor_id="a", state="running"))
+    assert decode_status(_replace_header(status, battery_volts=3.7)).actor_id == "a"
+    ctrl = encode_control(ControlMessage("running"))
+    assert decode_control(_replace_header(ctrl, future_knob=1)).state == "running"
 
 
 def test_peek_count_reads_n_or_zero():
-    assert codec.peek_count(GOOD) == 5
-    assert codec.peek_count(b"garbage") == 0
+    assert peek_count(GOOD) == 5
+    assert peek_count(b"garbage") == 0
 
 
 def make_manifest(**override) -> PolicyManifest:
@@ -172,27 +252,33 @@ def make_manifest(**override) -> PolicyManifest:
 
 
 def test_decompress_is_bounded():
-    bomb = codec.compress_model(b"\0" * 5_000_000, "zlib")
-    with pytest.raises(codec.CodecError) as err:
-        codec.decompress_model(bomb, "zlib", 1_000_000)
+    bomb = compress_model(b"\0" * 5_000_000, "zlib")
+    with pytest.raises(CodecError) as err:
+        decompress_model(bomb, "zlib", 1_000_000)
     assert err.value.reason == "too_large"
-    with pytest.raises(codec.CodecError):
-        codec.decompress_model(b"not zlib", "zlib", 1000)
+    with pytest.raises(CodecError):
+        decompress_model(b"not zlib", "zlib", 1000)
 
 
 def test_status_and_control_round_trip_and_reject():
     status = ActorStatus(actor_id="a", state="running", env_steps=5, recent_return=12.5)
-    assert codec.decode_status(codec.encode_status(status)) == status
+    assert decode_status(encode_status(status)) == status
     ctrl = ControlMessage("running", run_id="0123abcd")
-    assert codec.decode_control(codec.encode_control(ctrl)) == ctrl
+    assert decode_control(encode_control(ctrl)) == ctrl
     for bad in ({"state": "exploding"}, {"run_id": None}, {"run_id": "x" * 65}, {"reason": 1}):
-        with pytest.raises(codec.CodecError):
-            codec.decode_control(_replace_header(codec.encode_control(ctrl), **bad))
+        with pytest.raises(CodecError):
+            decode_control(_replace_header(encode_control(ctrl), **bad))
     grant = CreditGrant("0123abcd", session=2**52, credit=640, refused=(3, 4))
-    assert codec.decode_credit(codec.encode_credit(grant)) == grant
-    for bad in ({"credit": -1}, {"credit": 1.0}, {"session": True}, {"refused": [1] * 9},
-                {"refused": ["a"]}, {"run_id": 5}):  # fmt: skip
-        with pytest.raises(codec.CodecError):
-            codec.decode_credit(_replace_header(codec.encode_credit(grant), **bad))
-    with pytest.raises(codec.CodecError):
-        codec.decode_status(b"offline")
+    assert decode_credit(encode_credit(grant)) == grant
+    for bad in (
+        {"credit": -1},
+        {"credit": 1.0},
+        {"session": True},
+        {"refused": [1] * 9},
+        {"refused": ["a"]},
+        {"run_id": 5},
+    ):
+        with pytest.raises(CodecError):
+            decode_credit(_replace_header(encode_credit(grant), **bad))
+    with pytest.raises(CodecError):
+        decode_status(b"offline")

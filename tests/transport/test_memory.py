@@ -54,9 +54,13 @@ def test_retained_arrive_after_on_connect_and_an_empty_payload_clears(broker):
     pub.publish("p/control", b"", retain=True)  # clears it
     assert broker.wait_idle(WAIT_S)
     order: list[str] = []
-    started(broker, "late", subscriptions=[("p/#", 1)],
-            on_connect=lambda: order.append("connect"),
-            on_message=lambda t, p: order.append(f"{t}={p.decode()}"))  # fmt: skip
+    started(
+        broker,
+        "late",
+        subscriptions=[("p/#", 1)],
+        on_connect=lambda: order.append("connect"),
+        on_message=lambda t, p: order.append(f"{t}={p.decode()}"),
+    )
     assert broker.wait_idle(WAIT_S)
     assert order == ["connect", "p/policy=v2"]
 

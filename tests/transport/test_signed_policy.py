@@ -15,13 +15,13 @@ import struct
 import numpy as np
 import pytest
 
-from edge_rl.edge.policy_slot import PolicySlot
+from edge_rl.actor.policy_slot import PolicySlot
 from edge_rl.export.tflite import export_policy
 from edge_rl.specs import EnvSpec
-from edge_rl.transport import codec
-from edge_rl.transport.envelope import pack
-from edge_rl.transport.signing import Signer, Verifier
 from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+from edge_rl.wire.envelope import MAGIC_POLICY, MAGIC_TRANSITIONS, SCHEMA_VERSION, CodecError, pack
+from edge_rl.wire.policy import compress_model, decode_policy, encode_policy, manifest_to_dict
+from edge_rl.wire.signing import Signer, Verifier
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 PENDULUM = EnvSpec(obs_shape=(3,), action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
@@ -31,33 +31,43 @@ OTHER = Signer.generate()
 
 def manifest(model: bytes = b"model", **override) -> PolicyManifest:
     fields = dict(
-        policy_version=4, algo="dqn", env_id="CartPole-v1", env_spec=CARTPOLE,
-        precision="int8", input_quant=QuantParams("float32", 0.0, 0),
-        output_quant=QuantParams("float32", 0.0, 0), obs_mean=(0.0,) * 4, obs_std=(1.0,) * 4,
-        exploration={"epsilon": 0.05}, learner_step=1000,
-        model_sha256=hashlib.sha256(model).hexdigest(), model_size=len(model), codec="none",
-        run="r1", run_id="s1",
-    )  # fmt: skip
+        policy_version=4,
+        algo="dqn",
+        env_id="CartPole-v1",
+        env_spec=CARTPOLE,
+        precision="int8",
+        input_quant=QuantParams("float32", 0.0, 0),
+        output_quant=QuantParams("float32", 0.0, 0),
+        obs_mean=(0.0,) * 4,
+        obs_std=(1.0,) * 4,
+        exploration={"epsilon": 0.05},
+        learner_step=1000,
+        model_sha256=hashlib.sha256(model).hexdigest(),
+        model_size=len(model),
+        codec="none",
+        run="r1",
+        run_id="s1",
+    )
     fields.update(override)
     return PolicyManifest(**fields)
 
 
 def signed_header(payload_header: dict, body: bytes = b"model", signer: Signer = SIGNER) -> bytes:
     """A bundle whose (possibly invalid) manifest is genuinely signed."""
-    from edge_rl.transport.envelope import MAGIC_POLICY, pack_signed
+    from edge_rl.wire.envelope import MAGIC_POLICY, pack_signed
 
     return pack_signed(MAGIC_POLICY, payload_header, body, signer.sign, signer.key_id)
 
 
 def good_header(**changes) -> dict:
-    h = codec.manifest_to_dict(manifest())
+    h = manifest_to_dict(manifest())
     h.update(changes)
     return h
 
 
 def test_round_trip_with_the_signers_public_key():
     bundle = PolicyBundle(manifest(), b"model")
-    out = codec.decode_policy(codec.encode_policy(bundle, SIGNER), SIGNER.verifier())
+    out = decode_policy(encode_policy(bundle, SIGNER), SIGNER.verifier())
     assert out == bundle
 
 
@@ -65,68 +75,79 @@ def _flip(payload: bytes, offset: int) -> bytes:
     return payload[:offset] + bytes([payload[offset] ^ 1]) + payload[offset + 1 :]
 
 
-GOOD = codec.encode_policy(PolicyBundle(manifest(), b"model"), SIGNER)
+GOOD = encode_policy(PolicyBundle(manifest(), b"model"), SIGNER)
 H = struct.unpack_from("<4sHI", GOOD)[2]
 
 CASES = [
     ("truncated", GOOD[:6], "truncated"),
-    ("magic", codec.MAGIC_TRANSITIONS + GOOD[4:], "bad_magic"),
+    ("magic", MAGIC_TRANSITIONS + GOOD[4:], "bad_magic"),
     ("future version", GOOD[:4] + struct.pack("<H", 9) + GOOD[6:], "bad_version"),
-    ("v1, unsigned", pack(codec.MAGIC_POLICY, good_header())[:4] + struct.pack("<H", 1)
-     + pack(codec.MAGIC_POLICY, good_header())[6:] + b"model", "unsigned"),
-    ("no signature", pack(codec.MAGIC_POLICY, good_header()), "unsigned"),
-    ("another key", codec.encode_policy(PolicyBundle(manifest(), b"model"), OTHER),
-     "unknown_key"),
+    (
+        "v1, unsigned",
+        pack(MAGIC_POLICY, good_header())[:4]
+        + struct.pack("<H", 1)
+        + pack(MAGIC_POLICY, good_header())[6:]
+        + b"model",
+        "unsigned",
+    ),
+    ("no signature", pack(MAGIC_POLICY, good_header()), "unsigned"),
+    ("another key", encode_policy(PolicyBundle(manifest(), b"model"), OTHER), "unknown_key"),
     ("manifest byte flipped", _flip(GOOD, 10 + H // 2), "bad_signature"),
     ("header length past the end", _flip(GOOD, 9), "truncated"),
     ("signature byte flipped", _flip(GOOD, 10 + H + 8 + 3), "bad_signature"),
     ("key id byte flipped", _flip(GOOD, 10 + H + 1), "unknown_key"),
-    ("signed, bad spec", signed_header(good_header(env_spec={"obs_shape": []})),
-     "bad_manifest"),
+    ("signed, bad spec", signed_header(good_header(env_spec={"obs_shape": []})), "bad_manifest"),
     ("signed, version a string", signed_header(good_header(policy_version="7")), "bad_manifest"),
-    ("signed, version 10^400", signed_header(good_header(policy_version=10**400)),
-     "bad_manifest"),
+    ("signed, version 10^400", signed_header(good_header(policy_version=10**400)), "bad_manifest"),
     ("signed, version 0", signed_header(good_header(policy_version=0)), "bad_manifest"),
-    ("signed, epsilon -0.5", signed_header(good_header(exploration={"epsilon": -0.5})),
-     "bad_manifest"),
-    ("signed, epsilon 2", signed_header(good_header(exploration={"epsilon": 2.0})),
-     "bad_manifest"),
-    ("signed, unknown exploration", signed_header(good_header(exploration={"tau": 0.1})),
-     "bad_manifest"),
-    ("signed, exploration a string", signed_header(good_header(exploration={"sigma": "x"})),
-     "bad_manifest"),
-]  # fmt: skip
+    (
+        "signed, epsilon -0.5",
+        signed_header(good_header(exploration={"epsilon": -0.5})),
+        "bad_manifest",
+    ),
+    ("signed, epsilon 2", signed_header(good_header(exploration={"epsilon": 2.0})), "bad_manifest"),
+    (
+        "signed, unknown exploration",
+        signed_header(good_header(exploration={"tau": 0.1})),
+        "bad_manifest",
+    ),
+    (
+        "signed, exploration a string",
+        signed_header(good_header(exploration={"sigma": "x"})),
+        "bad_manifest",
+    ),
+]
 
 
 @pytest.mark.parametrize("payload,reason", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_refusals_by_reason(payload, reason):
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_policy(payload, SIGNER.verifier())
+    with pytest.raises(CodecError) as err:
+        decode_policy(payload, SIGNER.verifier())
     assert err.value.reason == reason
 
 
 def test_a_signed_1e999_exploration_is_refused_as_a_manifest_error():
     # JSON's 1e999 parses as inf: a validly signed manifest may still carry it.
     raw = json.dumps(good_header()).replace('"epsilon": 0.05', '"epsilon": 1e999').encode()
-    from edge_rl.transport.envelope import _PREFIX
+    from edge_rl.wire.envelope import _PREFIX
 
-    signed = _PREFIX.pack(codec.MAGIC_POLICY, codec.SCHEMA_VERSION, len(raw)) + raw
+    signed = _PREFIX.pack(MAGIC_POLICY, SCHEMA_VERSION, len(raw)) + raw
     payload = signed + SIGNER.key_id + SIGNER.sign(signed) + b"model"
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_policy(payload, SIGNER.verifier())
+    with pytest.raises(CodecError) as err:
+        decode_policy(payload, SIGNER.verifier())
     assert err.value.reason == "bad_manifest"
 
 
 def test_the_header_is_not_parsed_before_the_signature_holds(monkeypatch):
-    import edge_rl.transport.envelope as envelope
+    import edge_rl.wire.envelope as envelope
 
     parsed = []
     real = envelope._header
     monkeypatch.setattr(envelope, "_header", lambda d, h: parsed.append(h) or real(d, h))
-    with pytest.raises(codec.CodecError):
-        codec.decode_policy(_flip(GOOD, 10 + H // 2), SIGNER.verifier())
+    with pytest.raises(CodecError):
+        decode_policy(_flip(GOOD, 10 + H // 2), SIGNER.verifier())
     assert parsed == []
-    codec.decode_policy(GOOD, SIGNER.verifier())
+    decode_policy(GOOD, SIGNER.verifier())
     assert parsed == [H]
 
 
@@ -157,15 +178,16 @@ def test_a_key_is_made_0600_reloaded_and_refused_when_others_can_read_it(tmp_pat
 def cartpole_model() -> bytes:
     import keras
 
-    net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="relu"),
-                            keras.layers.Dense(2)])  # fmt: skip
+    net = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)]
+    )
     obs = np.random.default_rng(0).normal(size=(100, 4)).astype(np.float32)
     return export_policy(net, obs, "int8").tflite
 
 
 def bundle_for(model: bytes, signer: Signer = SIGNER, **override) -> bytes:
     m = manifest(model, **override)
-    return codec.encode_policy(PolicyBundle(m, codec.compress_model(model, "none")), signer)
+    return encode_policy(PolicyBundle(m, compress_model(model, "none")), signer)
 
 
 def test_the_slot_loads_signed_newer_policies_of_its_run_and_keeps_the_last_good_one(
@@ -213,16 +235,16 @@ def test_the_slot_loads_nothing_before_the_actor_joins_a_run_start(cartpole_mode
 def test_the_slot_refuses_a_model_that_does_not_fit_the_env_or_the_board(cartpole_model):
     slot = PolicySlot(PENDULUM, SIGNER.verifier(), run="r1", run_id="s1")
     pendulum = dict(env_spec=PENDULUM, output_kind="action", exploration={"sigma": 0.1})
-    with pytest.raises(codec.CodecError) as err:  # a 4 -> 2 model for a 3 -> 1 env
+    with pytest.raises(CodecError) as err:  # a 4 -> 2 model for a 3 -> 1 env
         slot.load(bundle_for(cartpole_model, **pendulum))
     assert err.value.reason == "model_shape"
     tiny = PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1", run_id="s1", max_tensor_bytes=100)
-    with pytest.raises(codec.CodecError) as err:
+    with pytest.raises(CodecError) as err:
         tiny.load(bundle_for(cartpole_model))
     assert err.value.reason == "bad_model" and "max_tensor_bytes" in str(err.value)
     q_for_box = dataclasses.replace(manifest(cartpole_model), output_kind="action")
-    with pytest.raises(codec.CodecError) as err:
+    with pytest.raises(CodecError) as err:
         PolicySlot(CARTPOLE, SIGNER.verifier(), run="r1", run_id="s1").load(
-            codec.encode_policy(PolicyBundle(q_for_box, cartpole_model), SIGNER)
+            encode_policy(PolicyBundle(q_for_box, cartpole_model), SIGNER)
         )
     assert err.value.reason == "spec_mismatch"

@@ -8,26 +8,36 @@ import struct
 
 import pytest
 
-from edge_rl.transport import codec
 from edge_rl.types import ActorStatus
+from edge_rl.wire.envelope import MAGIC_STATUS, SCHEMA_VERSION, CodecError
+from edge_rl.wire.messages import decode_status
 
 GOOD = dict(
-    actor_id="a0", state="running", board="rpi4", runtime="ai_edge_litert", policy_version=3,
-    env_steps=100, episodes=4, transitions_sent=64, batches_sent=1, env_steps_per_s=50.0,
-    recent_return=20.0, time_unix=1.0,
-)  # fmt: skip
+    actor_id="a0",
+    state="running",
+    board="rpi4",
+    runtime="ai_edge_litert",
+    policy_version=3,
+    env_steps=100,
+    episodes=4,
+    transitions_sent=64,
+    batches_sent=1,
+    env_steps_per_s=50.0,
+    recent_return=20.0,
+    time_unix=1.0,
+)
 
 
 def raw(**changes) -> bytes:
     header = {**GOOD, **changes}
     h = json.dumps(header).encode()
-    return struct.pack("<4sHI", codec.MAGIC_STATUS, codec.SCHEMA_VERSION, len(h)) + h
+    return struct.pack("<4sHI", MAGIC_STATUS, SCHEMA_VERSION, len(h)) + h
 
 
 def test_a_well_formed_status_decodes_and_optional_fields_take_defaults():
-    s = codec.decode_status(raw(recent_return=None))
+    s = decode_status(raw(recent_return=None))
     assert s == ActorStatus(**{**GOOD, "recent_return": None})
-    minimal = codec.decode_status(raw())
+    minimal = decode_status(raw())
     assert minimal.batches_dropped == 0 and minimal.breakdown == {}
 
 
@@ -52,12 +62,12 @@ BAD = [
 
 @pytest.mark.parametrize("changes", [c for _, c in BAD], ids=[i for i, _ in BAD])
 def test_a_mistyped_status_is_refused(changes):
-    with pytest.raises(codec.CodecError) as err:
-        codec.decode_status(raw(**changes))
+    with pytest.raises(CodecError) as err:
+        decode_status(raw(**changes))
     assert err.value.reason == "bad_header"
 
 
 def test_an_infinite_return_is_refused():
     payload = raw().replace(b'"recent_return": 20.0', b'"recent_return": 1e999')
-    with pytest.raises(codec.CodecError):
-        codec.decode_status(payload)
+    with pytest.raises(CodecError):
+        decode_status(payload)

@@ -23,8 +23,8 @@ import tensorflow as tf
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.agents.guards import all_finite
-from edge_rl.replay.buffer import ReplaySample
 from edge_rl.specs import EnvSpec
+from edge_rl.types import ReplaySample
 
 T = tf.Tensor
 
@@ -78,7 +78,8 @@ class DQNLearner:
     def __init__(self, spec: EnvSpec, config: DQNConfig, seed: int = 0) -> None:
         if not spec.discrete:
             raise ValueError("DQN needs a discrete action space (spec.num_actions > 0)")
-        self.spec, self.config = spec, config
+        self.spec = spec
+        self.config = config
         self.obs_dim = int(np.prod(spec.obs_shape))
         self.num_actions = spec.num_actions
         self._online = make_q_network(self.obs_dim, self.num_actions, config.hidden, seed)

@@ -35,7 +35,7 @@ class TD3Config:
     target_noise_clip: float = 0.5
 
     # Exploration on the actors: a + N(0, (sigma * half_range)^2); the learner only forwards
-    # it in the policy manifest (edge_rl.edge.exploration applies it on the board).
+    # it in the policy manifest (edge_rl.actor.exploration applies it on the board).
     exploration_sigma: float = 0.1
 
     # Execution. Several gradient steps per compiled call amortise the Python -> TF dispatch,

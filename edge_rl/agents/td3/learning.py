@@ -27,8 +27,8 @@ import tensorflow as tf
 from edge_rl.agents.guards import all_finite
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.networks import make_actor, make_critic
-from edge_rl.replay.buffer import ReplaySample
 from edge_rl.specs import EnvSpec
+from edge_rl.types import ReplaySample
 
 T = tf.Tensor
 Critic = Callable[[T, T], T]  # (obs [B, obs_dim], action [B, act_dim]) -> Q [B]
@@ -74,7 +74,8 @@ class TD3Learner:
     def __init__(self, spec: EnvSpec, config: TD3Config, seed: int = 0) -> None:
         if spec.discrete:
             raise ValueError("TD3 needs a continuous (Box) action space, got a discrete spec")
-        self.spec, self.config = spec, config
+        self.spec = spec
+        self.config = config
         self.obs_dim = int(np.prod(spec.obs_shape))
         self.act_dim = int(np.prod(spec.action_shape))
         self._low = tf.constant(spec.action_low, tf.float32)  # [act_dim]
@@ -88,9 +89,12 @@ class TD3Learner:
             # Distinct seeds: identical twins would stay identical and the min would be moot.
             return make_critic(self.obs_dim, self.act_dim, config.critic_hidden, seed + offset)
 
-        self._actor, self._actor_target = actor(), actor()
-        self._q1, self._q1_target = critic(1000), critic(1000)
-        self._q2, self._q2_target = critic(2000), critic(2000)
+        self._actor = actor()
+        self._actor_target = actor()
+        self._q1 = critic(1000)
+        self._q1_target = critic(1000)
+        self._q2 = critic(2000)
+        self._q2_target = critic(2000)
         self._pairs = [  # (online, target)
             (self._actor, self._actor_target),
             (self._q1, self._q1_target),
@@ -283,8 +287,7 @@ class TD3Learner:
                 self.constraint.apply()
             return tf.constant(0, tf.int64)
 
-        tf.cond(all_finite(actor_loss, grads), apply_actor,
-                lambda: self._nonfinite.assign_add(1))  # fmt: skip
+        tf.cond(all_finite(actor_loss, grads), apply_actor, lambda: self._nonfinite.assign_add(1))
         self._actor_loss.assign(actor_loss)
         # theta_targ <- tau * theta + (1 - tau) * theta_targ. Trainable weights only: the
         # frozen rescale layer is identical in both actors by construction.

@@ -1,0 +1,311 @@
+"""The actor node: one board's loop. ``edge-rl actor`` and every simulated fleet member run this.
+
+    node = ActorNode(board, ActorOptions(actor_id="pi-01", env="CartPole-v1", broker=url))
+    # (or ActorNode(board, opts, connect=MemoryBroker().connect) in a unit test)
+    node.run()      # until the learner publishes control "stopped" (or max_env_steps)
+
+    loop:  policy = slot.current            # swapped in between two env steps
+           action = act(policy, obs)        # LiteRT invoke + on-device exploration
+           obs' = env.step(action)
+           batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
+
+Control (edge/run_control.py): the actor joins the run start the learner's retained
+control names, and steps only while it says ``running`` and its env-step count is below the
+credit granted to this process (flow control; waiting, it ships what it has batched so the
+learner can grant more). A ``stopped`` of its run flushes everything, publishes a final
+status and returns; one of another run start (an earlier run's leftover) is ignored.
+
+Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
+since ``run()`` into env_step / inference / exploration / publish / emulation (simulated
+boards only) / idle, one lap after each piece; they add up to its ``wall``. The policy
+slot's thread accounts policy_receive and model_load itself. Every status carries both.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edge_rl.actor.batching import Batcher, Spool
+from edge_rl.actor.emulation import Throttle
+from edge_rl.actor.exploration import explore, random_action
+from edge_rl.actor.policy_slot import PolicySlot
+from edge_rl.actor.run_control import RunControl
+from edge_rl.boards import BoardConfig
+from edge_rl.envs import make_env
+from edge_rl.specs import EnvSpec
+from edge_rl.telemetry.breakdown import LapClock
+from edge_rl.transport.base import Connect
+from edge_rl.transport.mqtt import mqtt_connect
+from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorState, ActorStatus, TransitionBatch
+from edge_rl.wire.messages import encode_status
+from edge_rl.wire.signing import Verifier
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import encode_transitions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ActorOptions:
+    actor_id: str
+    env: str  # gymnasium id or "package.module:callable"
+    broker: str  # mqtt://HOST:PORT
+    root: str = "edge-rl"
+    run: str = "default"
+    seed: int | None = None
+    max_env_steps: int | None = None  # stop by itself after this many steps (tests)
+    policy_key: str | None = None  # learner's public key (PEM); default: the board file's
+    emulate: bool = False  # apply the board file's emulation: a simulated board (the fleet) only
+
+
+class ActorNode:
+    def __init__(
+        self, board: BoardConfig, opts: ActorOptions, connect: Connect | None = None
+    ) -> None:
+        """``connect``: how to reach the broker (default: MQTT at ``opts.broker``)."""
+        self.board = board
+        self.opts = opts
+        self.topics = Topics(opts.root, opts.run)
+        self.env = make_env(opts.env)
+        self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
+        self.rng = np.random.default_rng(opts.seed)
+        # New per process (see TransitionBatch); 53 bits: exact in JSON readers' doubles.
+        self.session = secrets.randbits(53)
+        key = opts.policy_key or board.policy_public_key
+        if not key:
+            raise ValueError(
+                "an actor needs the learner's public key to verify policies: --policy-key "
+                "FILE or policy_public_key in the board file (edge-rl keygen makes a pair)"
+            )
+        self.slot = PolicySlot(
+            self.spec,
+            Verifier.from_file(Path(key)),
+            run=opts.run,
+            num_threads=board.num_threads,
+            max_model_bytes=board.max_policy_bytes,
+            max_tensor_bytes=board.max_tensor_bytes,
+            runtime=board.runtime,
+        )
+        self.batcher = Batcher(
+            opts.actor_id, self.session, board.batch_size, board.flush_interval_s
+        )
+        self.spool = Spool(board.spool_limit_bytes)
+        self.throttle = Throttle(board.emulation.compute_slowdown if opts.emulate else 1.0)
+        self.rc = RunControl(opts.actor_id, self.session)  # run start, state and credit
+        self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
+        self.transitions_oversize = 0
+        self.steps_per_s = 0.0
+        self._returns: deque[float] = deque(maxlen=20)
+        self.clock = LapClock(ACTOR_LOOP_BUCKETS)  # restarted when run() begins
+        connect = connect or mqtt_connect(opts.broker)
+        self.transport = connect(
+            f"actor-{opts.actor_id}",
+            subscriptions=[
+                (self.topics.policy, 1),
+                (self.topics.control, 1),
+                (self.topics.credit(opts.actor_id), 1),
+            ],
+            on_message=self._on_message,
+            will=(self.topics.status(opts.actor_id), encode_status(self._status("offline"))),
+            on_connect=lambda: self._publish_status("starting"),
+        )
+
+    # --- network thread -------------------------------------------------------------
+
+    def _on_message(self, topic: str, payload: bytes) -> None:
+        if topic == self.topics.policy:
+            if payload:  # (empty: the learner cleared the retained policy)
+                self.slot.offer(payload)  # verified and loaded on the slot's thread
+        elif topic == self.topics.control:
+            self.rc.on_control(payload)
+        else:
+            self.rc.on_credit(payload)
+
+    def stop(self) -> None:
+        """SIGTERM: stop as on the learner's "stopped" (flush, final status)."""
+        self.rc.stop()
+
+    def _join(self, run_id: str) -> None:
+        """A new run start: what this process did for an earlier one is no one's now. Counts
+        start from zero (credit is per run start) and the policy slot waits for its policy."""
+        if len(self.batcher):  # the open batch and the spool: stepped for the old run start
+            self.batcher.take()
+        self.batcher.run_id = run_id
+        self.spool = Spool(self.board.spool_limit_bytes)
+        self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
+        self.transitions_oversize = 0
+        self._returns.clear()
+        self.slot.set_run(run_id)
+        log.info("joined run %s (start %s)", self.opts.run, run_id)
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.clock.restart()  # the breakdown's wall time starts here
+        self.transport.start()
+        self.slot.start()
+        deadline = time.monotonic() + 30  # a stop (SIGTERM) ends the wait
+        while not self.transport.wait_connected(0.1) and not self.rc.done:
+            if time.monotonic() > deadline:
+                log.warning("no broker at %s yet; still trying", self.opts.broker)
+                break
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+
+    def _loop(self) -> None:
+        lap = self.clock.lap  # each lap charges the time since the previous one
+        lap("idle")  # connecting to the broker, starting the policy slot
+        obs, _ = self.env.reset(seed=self.opts.seed)
+        lap("env_step")
+        ep_return, next_status, rate_t, rate_steps = 0.0, 0.0, time.monotonic(), 0
+        while not self.rc.done:
+            if (run_id := self.rc.take_join()) is not None:
+                self._join(run_id)
+                next_status = 0.0  # say so at once: the learner ignores other run starts
+            now = time.monotonic()
+            if now >= next_status:
+                self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
+                rate_t, rate_steps = now, self.env_steps
+                self._publish_status(self._state())
+                next_status = now + self.board.status_interval_s
+            if not self.rc.may_step(self.env_steps):  # paused, out of credit, no learner yet
+                lap("idle")  # status, bookkeeping, and the last sleep
+                self._ship(self.batcher.take())  # nothing sits in a batch while waiting
+                lap("publish")
+                time.sleep(0.01)
+                continue
+            lap("idle")  # status and loop bookkeeping since the last step
+            policy = self.slot.current  # one read: the swap point between two steps
+            out = None if policy is None else policy.runner(obs)
+            compute = lap("inference")
+            if policy is None:
+                version, action = 0, random_action(self.spec, self.rng)
+            else:
+                version = policy.manifest.policy_version
+                action = explore(out, policy.manifest.exploration, self.spec, self.rng)
+            compute += lap("exploration")
+            next_obs, reward, terminated, truncated, _ = self.env.step(action)
+            compute += lap("env_step")
+            if self.throttle.factor:
+                self.throttle.charge(compute)  # a slower board's inference + env step
+                lap("emulation")
+            self.env_steps += 1
+            ep_return += float(reward)
+            self._ship(
+                self.batcher.add(version, obs, action, reward, next_obs, terminated, truncated)
+            )
+            if self.batcher.ready():
+                self._ship(self.batcher.take())
+            lap("publish")
+            if terminated or truncated:
+                self.episodes += 1
+                self._returns.append(ep_return)
+                ep_return = 0.0
+                obs, _ = self.env.reset()
+                lap("env_step")
+            else:
+                obs = next_obs
+            if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
+                break
+
+    def _state(self) -> ActorState:
+        return self.rc.status_state(self.env_steps)
+
+    def _ship(self, batch: TransitionBatch | None) -> None:
+        if batch is not None:
+            payload = encode_transitions(batch)
+            if len(payload) > self.board.max_batch_bytes:
+                self.transitions_oversize += len(batch)  # counted; the learner sees the seq gap
+                if self.transitions_oversize == len(batch):
+                    log.warning("batch of %d bytes > max_batch_bytes: dropped", len(payload))
+            else:
+                self.spool.push(payload, len(batch))
+        if len(self.spool):
+            topic = self.topics.transitions(self.opts.actor_id)
+            before = len(self.spool)
+            self.transitions_sent += self.spool.drain(
+                lambda p: self.transport.publish(topic, p, qos=1)
+            )
+            self.batches_sent += before - len(self.spool)
+
+    def _shutdown(self) -> None:
+        """Flush what is batched and spooled (bounded wait), say goodbye, disconnect."""
+        lap = self.clock.lap
+        lap("idle")
+        if self.rc.state == "refused":  # another process owns the id: leave its status be
+            self.slot.stop()
+            self.transport.stop()
+            self.env.close()
+            return
+        self._ship(self.batcher.take())
+        lap("publish")
+        deadline = time.monotonic() + 10
+        while len(self.spool) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            lap("idle")
+            self._ship(None)
+            lap("publish")
+        self._publish_status("stopped", wait=5.0)  # its breakdown ends at the last lap
+        self.slot.stop()
+        self.transport.stop()
+        self.env.close()
+        log.info(
+            "actor %s done: %d env steps, %d transitions sent, %d dropped",
+            self.opts.actor_id,
+            self.env_steps,
+            self.transitions_sent,
+            self.spool.dropped_transitions,
+        )
+
+    # --- status -----------------------------------------------------------------------
+
+    def _status(self, state: ActorState) -> ActorStatus:
+        return ActorStatus(
+            actor_id=self.opts.actor_id,
+            state=state,
+            board=self.board.board,
+            runtime=self.slot.current.runner.runtime if self.slot.current else "",
+            policy_version=self.slot.version,
+            env_steps=self.env_steps,
+            episodes=self.episodes,
+            transitions_sent=self.transitions_sent,
+            batches_sent=self.batches_sent,
+            batches_dropped=self.spool.dropped_batches,
+            policies_rejected=sum(self.slot.rejected.values()),
+            control_rejected=self.rc.rejected,
+            transitions_oversize=self.transitions_oversize,
+            transitions_dropped=self.spool.dropped_transitions,
+            env_steps_per_s=round(self.steps_per_s, 1),
+            recent_return=float(np.mean(self._returns)) if self._returns else None,
+            time_unix=time.time(),
+            breakdown=self._breakdown(),
+            run_id=self.rc.run_id or "",
+            session=self.session,
+        )
+
+    def _breakdown(self) -> dict[str, float]:
+        """The loop's buckets (adding up to ``wall``) and the policy slot thread's work;
+        none before the loop's first lap (the last will, the status on connect)."""
+        loop = self.clock.totals()
+        if loop["wall"] == 0.0:
+            return {}
+        return {
+            **loop,
+            "policy_receive": round(self.slot.receive_seconds, 6),
+            "model_load": round(self.slot.load_seconds, 6),
+        }
+
+    def _publish_status(self, state: ActorState, wait: float = 0.0) -> None:
+        payload = encode_status(self._status(state))
+        self.transport.publish(
+            self.topics.status(self.opts.actor_id), payload, qos=1, retain=True, wait=wait
+        )

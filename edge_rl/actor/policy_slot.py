@@ -1,0 +1,215 @@
+"""The policy slot: verify and load new policies off the actor loop, swap between steps.
+
+    slot = PolicySlot(spec, Verifier.from_file(key), run="cartpole", num_threads=4)
+    slot.set_run(run_id)           # when the actor joins a run start: its policies only
+    slot.start()
+    # paho network thread, on every message on the policy topic:
+    slot.offer(payload)
+    # actor loop, between two env steps (one attribute read, never blocks):
+    policy = slot.current          # LoadedPolicy | None
+
+Verify before you parse, refuse before you act: the signature first (nothing of the
+manifest is read before it holds), then the run, the version, the env spec, the model's
+hash, the memory its tensors declare, and its input and output shapes; only then is the
+policy swapped in. Anything refused is counted by reason (``rejected``), logged once, and
+the actor keeps its last good policy (or acts randomly if it has none).
+
+Loading runs on the slot's own thread; only the newest offered payload is
+kept, so a burst of publishes costs one load. ``receive_seconds`` and ``load_seconds`` add
+up that thread's work over every payload, rejected ones included (the runtime breakdown).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from edge_rl.runtime.litert import TFLitePolicy
+from edge_rl.specs import EnvSpec
+from edge_rl.types import PolicyManifest
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.policy import decode_policy, decompress_model
+from edge_rl.wire.signing import Verifier
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    manifest: PolicyManifest
+    runner: TFLitePolicy
+    receive_seconds: float  # decode + verify + decompress
+    load_seconds: float  # interpreter construction + allocate_tensors
+
+
+class PolicySlot:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        verifier: Verifier,
+        *,
+        run: str,
+        run_id: str | None = None,
+        num_threads: int = 1,
+        max_model_bytes: int = 8_000_000,
+        max_tensor_bytes: int = 64_000_000,
+        runtime: str = "ai_edge_litert",
+    ):
+        self.spec = spec
+        self.verifier = verifier
+        self.run = run
+        self.num_threads = num_threads
+        self.max_model_bytes = max_model_bytes
+        self.max_tensor_bytes = max_tensor_bytes
+        self.runtime = runtime
+        self.current: LoadedPolicy | None = None
+        self.rejected: Counter[str] = Counter()
+        self.loaded = 0
+        self.receive_seconds = 0.0  # decode + verify + decompress, every payload
+        self.load_seconds = 0.0  # interpreter construction + allocate_tensors, every attempt
+        self._pending: bytes | None = None
+        # The run start policies must be of (set_run, when the actor joins one): while there
+        # is none, nothing is loaded.
+        self.run_id = run_id
+        self._latest: bytes | None = None  # the newest payload offered, for set_run
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="policy-slot", daemon=True)
+
+    @property
+    def version(self) -> int:
+        return self.current.manifest.policy_version if self.current else 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout=5)
+
+    def offer(self, payload: bytes) -> None:
+        """Hand over a policy payload (any thread); replaces one not yet loaded."""
+        with self._lock:
+            self._pending = self._latest = payload
+        self._wake.set()
+
+    def set_run(self, run_id: str) -> None:
+        """A new run start: its policies only, from none. The newest payload offered is
+        tried again (it may have arrived before the control message that names the run)."""
+        with self._lock:
+            self.run_id = run_id
+            self.current = None
+            self._pending = self._latest
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait()
+            self._wake.clear()
+            if not self._stop:
+                self.load_pending()
+
+    def load_pending(self) -> None:
+        """Load the newest offered payload, if any; a refusal is counted, never raised."""
+        with self._lock:
+            if self.run_id is None:
+                return  # kept pending until the actor joins a run start
+            payload, self._pending, run_id = self._pending, None, self.run_id
+        if payload is None:
+            return
+        try:
+            loaded = self.load(payload)
+            with self._lock:
+                if self.run_id != run_id:
+                    return  # the actor joined another run start meanwhile
+                self.current = loaded
+            self.loaded += 1
+        except CodecError as e:
+            self._reject(e.reason, str(e))
+        except Exception as e:  # noqa: BLE001 - a bad model must not kill the actor
+            self._reject("load_failed", f"{type(e).__name__}: {e}")
+
+    def _reject(self, reason: str, detail: str) -> None:
+        self.rejected[reason] += 1
+        if self.rejected[reason] == 1:  # log once per reason, count always
+            log.warning("policy rejected (%s): %s", reason, detail)
+
+    def load(self, payload: bytes) -> LoadedPolicy:
+        """Verify and load one bundle; raises ``CodecError`` for anything not to run."""
+        t0 = time.perf_counter()
+        try:
+            m, model = self._verify(payload)
+        finally:  # a rejected payload cost receive time too
+            t1 = time.perf_counter()
+            self.receive_seconds += t1 - t0
+        try:
+            runner = self._runner(m, model)
+        finally:
+            self.load_seconds += time.perf_counter() - t1
+        return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)
+
+    def _runner(self, m: PolicyManifest, model: bytes) -> TFLitePolicy:
+        try:
+            runner = TFLitePolicy(
+                model,
+                num_threads=self.num_threads,
+                runtime=self.runtime,
+                max_tensor_bytes=self.max_tensor_bytes,
+            )
+        except ValueError as e:  # float I/O or the tensor bound
+            raise CodecError("bad_model", str(e)) from None
+        except RuntimeError as e:  # fuzzing found allocate_tensors failing on a signed model
+            raise CodecError("load_failed", str(e)) from None
+        spec = self.spec
+        out = (spec.num_actions,) if m.output_kind == "q_values" else spec.action_shape
+        if m.output_kind != ("q_values" if spec.discrete else "action"):
+            raise CodecError("spec_mismatch", f"output_kind {m.output_kind!r} for this env")
+        if runner.input_shape != (1, *spec.obs_shape) or runner.output_shape != (1, *out):
+            raise CodecError(
+                "model_shape",
+                f"model maps {runner.input_shape} -> {runner.output_shape}; this env needs "
+                f"{(1, *spec.obs_shape)} -> {(1, *out)}",
+            )
+        # Fuzzing found models that load but fail on their first invoke (RuntimeError: "input
+        # tensor lacks data"); the actor loop calls the runner unguarded, so run it once here,
+        # on a zero observation, and refuse a model that cannot run (§7 load_failed). Straight
+        # on the interpreter: a load-time check (in model_load), not one of the loop's calls.
+        interp = runner._interp
+        try:
+            interp.set_tensor(runner._in_index, np.zeros(runner.input_shape, np.float32))
+            interp.invoke()
+            shape = interp.get_tensor(runner._out_index).shape
+        except (RuntimeError, ValueError) as e:
+            raise CodecError("load_failed", f"the model does not run: {e}") from None
+        if shape != (1, *out):
+            raise CodecError("load_failed", f"the model outputs {shape}, expected {(1, *out)}")
+        return runner
+
+    def _verify(self, payload: bytes) -> tuple[PolicyManifest, bytes]:
+        """Verify, decode, check run, version and spec, decompress and hash."""
+        bundle = decode_policy(payload, self.verifier, max_bytes=self.max_model_bytes + 64 * 1024)
+        m = bundle.manifest
+        if m.run != self.run or m.run_id != self.run_id:
+            raise CodecError(
+                "wrong_run",
+                f"policy of run {m.run!r} start {m.run_id!r}, actor in "
+                f"{self.run!r} start {self.run_id!r}",
+            )
+        if m.policy_version <= self.version:
+            raise CodecError(
+                "stale_version", f"v{m.policy_version} is not newer than v{self.version}"
+            )
+        if m.env_spec != self.spec:
+            raise CodecError("spec_mismatch", f"policy for {m.env_spec}, actor env is {self.spec}")
+        model = decompress_model(bundle.payload, m.codec, self.max_model_bytes)
+        if len(model) != m.model_size or hashlib.sha256(model).hexdigest() != m.model_sha256:
+            raise CodecError("bad_hash", "model bytes do not match the manifest's sha256/size")
+        return m, model

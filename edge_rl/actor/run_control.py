@@ -1,0 +1,131 @@
+"""An actor's side of the learner's control and credit messages (docs/protocol.md §5).
+
+    rc = RunControl(actor_id, session)
+    rc.on_control(payload)           # network thread: <base>/control
+    rc.on_credit(payload)            # network thread: <base>/actors/<id>/credit
+    run_id = rc.take_join()          # loop thread, between steps: a new run start to join
+    rc.may_step(env_steps)           # "running" and below this process's credit
+    rc.state                         # waiting | running | paused | stopped | refused
+
+The newest control message names the run start (``run_id``) the actor takes part in. A
+control of another run start that says ``running`` or ``paused`` is joined: the loop
+drops what it held of the old one and counts from zero again (``take_join``). A
+``stopped`` of another run start is the end of a run this process is not in (or an
+earlier run's leftover, retained): ignored. A ``stopped`` of its own run is final.
+
+Credit is per process: a grant applies when its ``run_id`` is the current run start and
+its ``session`` is this process's. A grant for a run start not joined yet is kept until
+the join (messages on two topics may arrive in either order). A grant that lists this
+session in ``refused`` means another live process owns the actor id: the actor stops.
+Empty payloads are cleared retained messages: ignored. Undecodable ones are counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from edge_rl.types import ActorState, ControlMessage, CreditGrant
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.messages import decode_control, decode_credit
+
+log = logging.getLogger(__name__)
+
+
+class RunControl:
+    def __init__(self, actor_id: str, session: int) -> None:
+        self.actor_id = actor_id
+        self.session = session
+        self.run_id: str | None = None  # the run start this process takes part in
+        self.state = "waiting"  # until a control message of a run start says otherwise
+        self.credit = 0  # env steps since the join this process may have taken in all
+        self.rejected = 0  # control and credit payloads that failed to decode
+        self._join: ControlMessage | None = None  # a newer run start, for the loop
+        self._grant: CreditGrant | None = None  # the newest grant of a run start not joined
+        self._lock = threading.Lock()
+
+    # --- network thread ---------------------------------------------------------------
+
+    def on_control(self, payload: bytes) -> None:
+        msg = self._decode(decode_control, payload, "control")
+        if msg is None:
+            return
+        with self._lock:
+            if self.state in ("stopped", "refused"):
+                return  # final: a redelivered "running" must not restart a stopping actor
+            if msg.run_id != self.run_id:
+                if msg.state != "stopped":
+                    self._join = msg  # the loop joins it between two steps
+                return
+            self.state = msg.state
+
+    def on_credit(self, payload: bytes) -> None:
+        grant = self._decode(decode_credit, payload, "credit")
+        if grant is None:
+            return
+        with self._lock:
+            if grant.run_id == self.run_id:
+                self._apply(grant)
+            else:
+                self._grant = grant
+
+    def _decode(self, decode, payload: bytes, kind: str):
+        if not payload:
+            return None  # a cleared retained message
+        try:
+            return decode(payload)
+        except CodecError as e:
+            self.rejected += 1
+            if self.rejected == 1:
+                log.warning("%s message rejected: %s", kind, e)
+            return None
+
+    def _apply(self, grant: CreditGrant) -> None:  # holds _lock
+        if self.session in grant.refused:
+            if self.state != "refused":
+                log.error(
+                    "actor id %r is in use by another live actor (session %d) in this run: "
+                    "this one (session %d) stops. Give every board its own id.",
+                    self.actor_id,
+                    grant.session,
+                    self.session,
+                )
+            self.state = "refused"
+        elif grant.session == self.session:
+            self.credit = grant.credit
+
+    # --- loop thread ------------------------------------------------------------------
+
+    def take_join(self) -> str | None:
+        """The run start to join now, if a control message named a new one."""
+        with self._lock:
+            msg, self._join = self._join, None
+            if msg is None or self.state in ("stopped", "refused"):
+                return None
+            self.run_id = msg.run_id
+            self.state = msg.state
+            self.credit = 0
+            grant, self._grant = self._grant, None
+            if grant is not None and grant.run_id == msg.run_id:
+                self._apply(grant)
+            return msg.run_id
+
+    def stop(self) -> None:
+        """SIGTERM, or a test: stop as on the learner's "stopped"."""
+        with self._lock:
+            if self.state != "refused":
+                self.state = "stopped"
+
+    @property
+    def done(self) -> bool:
+        return self.state in ("stopped", "refused")
+
+    def may_step(self, env_steps: int) -> bool:
+        return self.state == "running" and env_steps < self.credit
+
+    def status_state(self, env_steps: int) -> ActorState:
+        if self.state == "waiting":
+            return "starting"  # no control message of a run start yet
+        if self.state in ("stopped", "refused"):
+            return "stopped"
+        return "running" if self.may_step(env_steps) else "paused"

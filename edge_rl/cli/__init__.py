@@ -1,0 +1,1 @@
+"""The ``edge-rl`` command: one module per command, ``main`` in ``main.py``."""

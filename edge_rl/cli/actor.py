@@ -1,0 +1,157 @@
+"""What a board runs: ``edge-rl actor`` (one actor) and ``edge-rl doctor`` (is it ready?).
+
+Neither imports TensorFlow: a board has ``edge-rl[edge]`` only. A board made by
+``edge-rl flash`` has its whole set-up in one file (``/etc/edge-rl/board.yaml``, with an
+``actor:`` section), so its service runs ``edge-rl actor --config /etc/edge-rl/board.yaml``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from edge_rl.cli.common import auth_from_options, auth_options, complete, setup_logging
+
+log = logging.getLogger("edge_rl")
+
+
+def _setting(given, board_cfg, name: str, option: str, default=None):
+    """A command-line value, else the board file's ``actor.<name>``, else ``default``."""
+    if given is not None:
+        return given
+    if board_cfg.actor is not None:
+        return getattr(board_cfg.actor, name)
+    if default is None:
+        raise click.ClickException(f"{option} is required (or an actor: section in the board file)")
+    return default
+
+
+@click.command()
+@click.option(
+    "--board",
+    "--config",
+    "board",
+    required=True,
+    help="Board file (a flashed board's own, e.g. /etc/edge-rl/board.yaml), or a "
+    "shipped board's name: rpi4, rpi5.",
+)
+@click.option("--broker", help="mqtt[s]://HOST:PORT (default: the board file's actor.broker).")
+@click.option("--env", "env_id", help="Gymnasium id or package.module:callable (or actor.env).")
+@click.option("--id", "actor_id", help="This actor's id, one topic level (or actor.id).")
+@click.option("--run", help="Run name, a topic level (or actor.run; else 'default').")
+@click.option("--root", help="Topic root (or actor.root; else 'edge-rl').")
+@click.option("--seed", type=int, help="Environment and exploration seed.")
+@click.option("--max-env-steps", type=int, help="Exit after this many env steps.")
+@click.option(
+    "--policy-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The learner's public key (PEM); default: the board file's policy_public_key.",
+)
+@click.option(
+    "--emulate",
+    is_flag=True,
+    help="Apply the board file's emulation slow-down: a simulated board on a faster "
+    "host (the fleet sets it). A real board never should: it runs at its own speed.",
+)
+@auth_options("This board's directory of `edge-rl credentials` (DIR/boards/ID).")
+@click.pass_context
+def actor(
+    ctx,
+    board,
+    broker,
+    env_id,
+    actor_id,
+    run,
+    root,
+    seed,
+    max_env_steps,
+    policy_key,
+    emulate,
+    auth_opts,
+) -> None:
+    """Run one actor: LiteRT policy, on-device exploration, transitions to the learner."""
+    from edge_rl.actor.node import ActorNode, ActorOptions
+    from edge_rl.boards import board_file, load_board
+    from edge_rl.transport.mqtt import mqtt_connect
+
+    setup_logging(ctx.obj["verbose"])
+    try:
+        board_cfg = load_board(board_file(board))
+        actor_id = _setting(actor_id, board_cfg, "id", "--id")
+        broker = _setting(broker, board_cfg, "broker", "--broker")
+        env_id = _setting(env_id, board_cfg, "env", "--env")
+        run = _setting(run, board_cfg, "run", "--run", "default")
+        root = _setting(root, board_cfg, "root", "--root", "edge-rl")
+        auth = board_cfg.auth.merged(auth_from_options(auth_opts, actor_id))
+        auth = complete(auth, actor_id, broker)
+        if auth.username not in (None, actor_id):
+            log.warning(
+                "username %r is not the actor id %r: the ACL of host/acl refuses "
+                "this actor's publishes",
+                auth.username,
+                actor_id,
+            )
+        opts = ActorOptions(
+            actor_id, env_id, broker, root, run, seed, max_env_steps, policy_key, emulate=emulate
+        )
+        node = ActorNode(board_cfg, opts, connect=mqtt_connect(broker, auth))
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    # SIGTERM (systemd, the fleet) stops like the learner's "stopped": flush, say goodbye.
+    signal.signal(signal.SIGTERM, lambda *_: node.stop())
+    try:
+        node.run()
+    except KeyboardInterrupt:
+        pass
+    if node.rc.state == "refused":  # another live actor has this id (logged): not a crash,
+        sys.exit(3)  # but not a success either (the unit does not restart on 3)
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The board's own file (edge-rl flash writes it: /etc/edge-rl/board.yaml).",
+)
+@click.option(
+    "--reference",
+    type=click.Path(file_okay=False),
+    help="The bundle's reference/ (model.tflite, expected.npz); default: next to "
+    "the board file, or one level up.",
+)
+@click.option("--skip-broker", is_flag=True, help="Leave out the broker check (no network yet).")
+@click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds each check that waits (broker, delegate) may take.",
+)
+def doctor(config, reference, skip_broker, timeout) -> None:
+    """Check that this board can act: one line per check (ok or FAIL, with a fix);
+    exit status 1 if any failed.
+
+    The broker check logs in as this board for a moment: a broker with
+    use_username_as_clientid then drops the board's running actor once (it reconnects)."""
+    from edge_rl.deploy.doctor import run_checks
+
+    checks = run_checks(
+        Path(config),
+        Path(reference) if reference else None,
+        broker=not skip_broker,
+        timeout=timeout,
+    )
+    for check in checks:
+        click.echo(check.line())
+    failed = [c.name for c in checks if not c.ok]
+    click.echo(
+        f"{len(checks) - len(failed)} of {len(checks)} checks passed"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+    sys.exit(1 if failed else 0)

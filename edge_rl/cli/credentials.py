@@ -1,0 +1,59 @@
+"""``edge-rl credentials``: a CA, certificates and passwords for a deployment (credentials.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option(
+    "--actors",
+    required=True,
+    metavar="ID,ID,...",
+    help="Actor ids of the boards (one directory each; the ACL's username).",
+)
+@click.option("--tls", is_flag=True, help="A CA, the broker's server certificate, client certs.")
+@click.option(
+    "--server-name",
+    "server_names",
+    multiple=True,
+    metavar="HOST|IP",
+    help="Name or IP boards reach the broker by (repeatable; with --tls).",
+)
+@click.option("--passwords", is_flag=True, help="Passwords and the broker's password file.")
+@click.option("--days", type=int, default=825, show_default=True, help="Certificate validity.")
+def credentials(directory, actors, tls, server_names, passwords, days) -> None:
+    """Create what a broker and its boards need: a CA (key 0600) and per-board client
+    certificates (common name = actor id), the broker's certificate, and/or password files
+    (one per board, 0600) with the broker's hashed password file. Existing keys and
+    passwords are never overwritten; run again with new ids to add boards."""
+    try:
+        from edge_rl.deploy.credentials import make_credentials
+    except ImportError as e:  # a board's edge-rl[edge] has no cryptography
+        raise click.ClickException(f"{e}: run this on the learner host (edge-rl[host])") from None
+
+    ids = [a.strip() for a in actors.split(",") if a.strip()]
+    try:
+        written = make_credentials(
+            Path(directory),
+            ids,
+            tls=tls,
+            passwords=passwords,
+            server_names=list(server_names),
+            days=days,
+        )
+    except (ValueError, FileExistsError, FileNotFoundError, RuntimeError) as e:
+        raise click.ClickException(str(e)) from None
+    for path in written.created:
+        click.echo(f"created {path}")
+    for path in written.updated:
+        click.echo(f"updated {path}")
+    for path in written.kept:
+        click.echo(f"kept    {path}")
+    click.echo(
+        f"boards: {Path(directory) / 'boards'}/<id>/ (copy one directory to each board); "
+        f"broker: {Path(directory) / 'broker'}/ (see host/mosquitto.conf)"
+    )

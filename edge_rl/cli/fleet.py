@@ -1,0 +1,72 @@
+"""``edge-rl fleet``: N simulated actors (real processes) against any broker."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from edge_rl.cli.common import auth_from_options, auth_options, complete, setup_logging
+
+
+@click.command()
+@click.option("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
+@click.option("--env", "env_id", required=True)
+@click.option("-n", "n", type=int, default=4, show_default=True, help="Number of actors.")
+@click.option("--board", default="rpi4", show_default=True)
+@click.option("--run", default="default", show_default=True)
+@click.option("--root", default="edge-rl", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--log-dir", type=click.Path(file_okay=False), help="One log file per actor.")
+@click.option("--id-prefix", default="sim", show_default=True, help="Actor ids: PREFIX-00, ...")
+@click.option(
+    "--policy-key",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The learner's public key (PEM), e.g. RUN_DIR/signing.pub.",
+)
+@auth_options("The output of `edge-rl credentials`: actor ID uses DIR/boards/ID.")
+@click.pass_context
+def fleet(
+    ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix, policy_key, auth_opts
+) -> None:
+    """Start N simulated actors (real processes) against a broker; Ctrl-C stops them.
+
+    With --credentials DIR each actor logs in as itself (DIR/boards/<id>: its certificate,
+    password and CA); the other credentials options apply to every actor alike (a username
+    given there is shared: a broker with use_username_as_clientid lets one connect at a time).
+    """
+    from edge_rl.boards import board_file
+    from edge_rl.sim.fleet import Fleet, fleet_ids
+
+    setup_logging(ctx.obj["verbose"])
+    values, creds = auth_opts
+    # Built (and checked: a missing directory or file is an error) before any actor starts.
+    auths = {}
+    for actor_id in fleet_ids(n, id_prefix):
+        own = Path(creds) / "boards" / actor_id if creds else None
+        auths[actor_id] = complete(auth_from_options((values, own), actor_id), actor_id, broker)
+    try:
+        f = Fleet(
+            n,
+            board_file(board),
+            broker,
+            env_id,
+            policy_key=Path(policy_key),
+            run=run,
+            root=root,
+            seed=seed,
+            log_dir=Path(log_dir) if log_dir else None,
+            id_prefix=id_prefix,
+            auth=auths.get,
+        )
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    with f:
+        try:
+            while f.alive():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            click.echo("stopping the fleet")
+    click.echo(f"exit codes: {f.exit_codes()}")

@@ -1,1 +1,0 @@
-"""Simulated device fleet: N real actor processes running exactly `edge-rl actor`."""

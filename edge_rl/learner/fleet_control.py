@@ -1,0 +1,244 @@
+"""Fleet control: who is in the fleet, and how far each actor may run.
+
+    fleet = FleetControl(cfg, topics, publish, ingest.received, rid, ingest.lost)
+    fleet.on_status(topic, payload)     # transport thread: checked, then recorded
+    fleet.send("running", updates=n)    # main thread, ~every 50 ms: new credit, if any
+    fleet.send("stopped")               # final for this run
+    fleet.republish()                   # after a reconnect: the broker may have lost it
+    fleet.clear()                       # at the end: the grants are no one's any more
+    fleet.actors()                      # {actor_id: ActorStatus}, a copy
+
+The control message (run state and run id) and each actor's credit grant, on its own
+topic, are retained: an actor that (re)connects reads both at once. Credit
+(``CreditLedger``) lets the fleet produce at most
+``learning_starts + max_lag_transitions + updates / replay_ratio`` transitions in all,
+never more than the budget. An actor not known yet gets none: it announces itself with a
+status of this run on its own topic and is granted credit in the next round. Statuses of
+another run start are ignored; of two live processes under one id, the newcomer is
+refused (identity.py).
+
+The status registry is written on the transport's thread and read on the main thread (the
+live view, the summary): every access holds ``_lock``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from edge_rl.config import RunConfig
+from edge_rl.learner.credit import CreditLedger
+from edge_rl.learner.identity import Identities
+from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, RunState
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.messages import decode_status, encode_control, encode_credit
+from edge_rl.wire.topics import Topics
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[..., bool]  # Transport.publish
+Received = Callable[[], tuple[int, Mapping[str, int]]]  # (total, by actor) in replay
+
+
+class FleetControl:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        topics: Topics,
+        publish: Publish,
+        received: Received,
+        run_id: str,
+        lost_at_learner: Callable[[], Mapping[str, int]] = dict,  # Ingest.lost
+    ) -> None:
+        self.cfg = cfg
+        self.topics = topics
+        self.run_id = run_id
+        self._publish = publish
+        self._received = received
+        self._lost_at_learner = lost_at_learner
+        self._lock = threading.Lock()
+        self._actors: dict[str, ActorStatus] = {}
+        # The last runtime breakdown of each actor: kept apart because the last will says
+        # "offline" without one (it is made before the actor starts).
+        self._breakdowns: dict[str, dict[str, float]] = {}
+        self.status_rejected = 0
+        self.status_other_run = 0  # statuses of another run start (or none yet): ignored
+        self.ids = Identities(cfg.fleet.identity_window_s)
+        self._grants: dict[str, CreditGrant] = {}  # the last grant published to each actor
+        self.max_actors = cfg.fleet.max_actors
+        self.actors_refused = 0
+        self.state: RunState = "running"
+        self._last: ControlMessage | None = None
+        self._ledger = CreditLedger()
+        self._progress: dict[str, tuple[int, float]] = {}  # actor -> (received, since when)
+        self.written_off: dict[str, int] = {}  # actor -> in-transit transitions written off
+        self._stepping: dict[str, tuple[int, float]] = {}  # actor -> (env steps, since when)
+
+    # --- statuses (transport thread) ----------------------------------------------------
+
+    def on_status(self, topic: str, payload: bytes) -> None:
+        try:
+            status = decode_status(payload)
+        except CodecError:
+            self.status_rejected += 1
+            return
+        if status.actor_id != self.topics.actor_of(topic):
+            self.status_rejected += 1  # a status must come from the topic of its own actor
+            return
+        # A last will is made before the actor joins a run: it is matched by session alone.
+        if status.run_id != self.run_id and status.state != "offline":
+            self.status_other_run += 1
+            return
+        with self._lock:
+            if not self.ids.admit(status.actor_id, status.session, status.state):
+                return  # a will of a process not in this run, or a duplicate id (counted)
+            if status.actor_id not in self._actors and len(self._actors) >= self.max_actors:
+                self.status_rejected += 1
+                self.actors_refused += 1
+                if self.actors_refused == 1:
+                    log.warning(
+                        "more than fleet.max_actors=%d actors: %s refused",
+                        self.max_actors,
+                        status.actor_id,
+                    )
+                return
+            last = self._actors.get(status.actor_id)
+            if status.state == "offline" and last is not None:
+                # The last will is made before the actor starts: it carries no counters. A
+                # killed actor keeps the ones it last reported.
+                status = dataclasses.replace(last, state="offline")
+            self._actors[status.actor_id] = status
+            if status.breakdown:
+                self._breakdowns[status.actor_id] = status.breakdown
+
+    def counts(self) -> dict[str, int]:
+        """For the summary: statuses refused, ignored, and duplicate ids refused."""
+        with self._lock:
+            return {
+                "status_rejected": self.status_rejected,
+                "status_other_run": self.status_other_run,
+                "actor_sessions_refused": self.ids.refused_sessions,
+            }
+
+    def actors(self) -> dict[str, ActorStatus]:
+        with self._lock:
+            return dict(self._actors)
+
+    def breakdowns(self) -> dict[str, dict[str, float]]:
+        with self._lock:
+            return dict(self._breakdowns)
+
+    def busy(self) -> list[str]:
+        """Actors that have not said they stopped (or gone offline)."""
+        with self._lock:
+            active = ("running", "paused", "starting")
+            return [a for a, s in self._actors.items() if s.state in active]
+
+    def wait_for_actors(self, inbox_empty: Callable[[], bool], timeout: float) -> None:
+        """After "stopped": let running actors flush their last batches (bounded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (self.busy() or not inbox_empty()):
+            time.sleep(0.1)
+        time.sleep(0.2)
+        while not inbox_empty() and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+
+    # --- control (main and ingest threads) ----------------------------------------------
+
+    def send(self, state: RunState, updates: int = 0, force: bool = False) -> None:
+        with self._lock:
+            if self.state == "stopped" and state != "stopped":
+                return  # stopping is final for this run
+            msg = ControlMessage(state, self.run_id)
+            if msg != self._last or force:
+                self.state = state
+                self._last = msg
+                # Under the lock: a "running" must never overtake the "stopped" sent after it.
+                self._publish(self.topics.control, encode_control(msg), retain=True)
+            if state == "running":
+                self._grant(updates)
+
+    def republish(self) -> None:
+        with self._lock:
+            if self._last is not None:
+                self._publish(self.topics.control, encode_control(self._last), retain=True)
+            for actor, grant in self._grants.items():
+                self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
+
+    def clear(self) -> None:
+        """At the end of the run: its grants stop being retained (an empty retained
+        payload clears one); the final control message stays, saying ``stopped``."""
+        with self._lock:
+            for actor in self._grants:
+                self._publish(self.topics.credit(actor), b"", retain=True)
+            self._grants.clear()
+
+    def _grant(self, updates: int) -> None:  # holds _lock
+        """Publish each actor's grant that changed: one small message per actor."""
+        for actor, credit in self._credit(updates).items():
+            owner = self.ids.owner(actor)
+            if owner is None:
+                continue
+            grant = CreditGrant(self.run_id, owner, credit, self.ids.refused(actor))
+            if self._grants.get(actor) != grant:
+                self._grants[actor] = grant
+                self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
+
+    def _lost(self, actor: str, received: int, at_learner: int) -> int:  # holds _lock
+        """Transitions of ``actor``'s current process that will not arrive: what it reports
+        dropped; what the learner itself dropped (``at_learner``, part of what is in transit);
+        and what it reports sent that has not arrived for ``credit_timeout_s``."""
+        s = self._actors[actor]
+        now = time.monotonic()
+        last = self._progress.get(actor)
+        if last is None or last[0] != received:
+            self._progress[actor] = last = (received, now)
+        lost = s.transitions_dropped + s.transitions_oversize
+        in_transit = s.transitions_sent - received
+        if in_transit > 0 and now - last[1] >= self.cfg.credit_timeout_s:
+            if self.written_off.get(actor, 0) < in_transit:
+                log.warning(
+                    "%s: %d transitions sent but not received in %.0f s: written off",
+                    actor,
+                    in_transit,
+                    self.cfg.credit_timeout_s,
+                )
+            self.written_off[actor] = in_transit
+            return lost + in_transit
+        # At once: waiting for the timeout stalled an actor that kept delivering (its progress
+        # restarts the clock) every time its lost share filled the lead (ingest_queue=2: 5 s
+        # stalls, a 5,000-step run 4x as long; docs/reliability.md).
+        return lost + max(0, min(at_learner, in_transit))
+
+    def _idle(self, actor: str, received: int, lost: int) -> bool:  # holds _lock
+        steps = self._actors[actor].env_steps
+        now = time.monotonic()
+        last = self._stepping.get(actor)
+        if last is None or last[0] != steps:
+            self._stepping[actor] = last = (steps, now)
+        holds = self._ledger.granted.get(actor, 0) - received - lost > 0
+        stalled = now - max(last[1], self._progress[actor][1]) >= self.cfg.credit_timeout_s
+        return holds and stalled
+
+    def _credit(self, updates: int) -> dict[str, int]:  # holds _lock
+        cfg = self.cfg
+        allowed = cfg.learning_starts + cfg.max_lag_transitions
+        allowed += math.ceil(updates / cfg.replay_ratio)
+        allowed = min(allowed, cfg.total_env_steps)
+        received, by_actor = self._received()
+        # Only actors that announced themselves on their own status topic (which the broker's
+        # ACL ties to their credentials) get credit; data from anyone else earns none.
+        online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
+        at_learner = self._lost_at_learner()
+        lost = {a: self._lost(a, by_actor.get(a, 0), at_learner.get(a, 0)) for a in online}
+        # An actor that holds credit and neither steps nor delivers (stopped, or a board that
+        # announces itself and does nothing) keeps what it has and is granted no more, so
+        # that it cannot sit on an ever larger share of the fleet's lead (what it holds still
+        # counts as outstanding: the lead is never overcommitted).
+        idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
+        stepped = {a: self._actors[a].env_steps for a in online}
+        return self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle, stepped)

@@ -1,0 +1,1 @@
+"""Ingest: a transition batch from the bus to replay (decode, check, dedup, account). No TF."""

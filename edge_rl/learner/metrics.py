@@ -1,0 +1,107 @@
+"""The learner's once-a-second row: metrics.csv, TensorBoard and the live view.
+
+meter = Meter(ingest, trainer, broadcast, fleet, inbox, view)
+meter.start()              # the run's clock (summary.json's wall_s) starts here (or goes on)
+meter.losses = agent.update(replay.sample(agent.batch_size))
+meter.tick(metrics_log)    # at most once a second unless forced
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.inbox import Inbox
+from edge_rl.learner.ingest.pipeline import Ingest
+from edge_rl.learner.outbound.broadcast import PolicyBroadcast
+from edge_rl.learner.trainer import Trainer
+from edge_rl.telemetry.logs import MetricsLog
+from edge_rl.telemetry.progress import LiveView
+
+METRICS = [
+    "wall_s",
+    "env_steps",
+    "episodes",
+    "recent_return",
+    "updates",
+    "updates_per_s",
+    "loss",
+    "mean_q",
+    "policy_version",
+    "actors_online",
+    "transitions_rejected",
+    "transitions_duplicate",
+    "ingest_queue_dropped",
+    "fleet_state",
+    "compression",
+    "policy_bytes",
+    "epsilon",
+    "sigma",
+]
+
+
+class Meter:
+    def __init__(
+        self,
+        ingest: Ingest,
+        trainer: Trainer,
+        broadcast: PolicyBroadcast,
+        fleet: FleetControl,
+        inbox: Inbox,
+        view: LiveView | None = None,
+    ) -> None:
+        self.ingest = ingest
+        self.trainer = trainer
+        self.agent = trainer.agent
+        self.broadcast = broadcast
+        self.fleet = fleet
+        self.inbox = inbox
+        self.view = view
+        self._t0 = time.monotonic()
+        self._rate = (self._t0, 0)  # (time, updates) at the last tick
+        self._next_tick = 0.0
+
+    def start(self, offset_s: float = 0.0) -> None:
+        """``offset_s``: the run's wall time before this process (a resumed run)."""
+        self._t0 = time.monotonic() - offset_s
+        self._rate = (time.monotonic(), self.agent.updates)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    def tick(self, log: MetricsLog, force: bool = False) -> None:
+        now = time.monotonic()
+        if now < self._next_tick and not force:
+            return
+        self._next_tick = now + 1.0
+        t_prev, u_prev = self._rate
+        self._rate = (now, self.agent.updates)
+        row = self.row(now, (self.agent.updates - u_prev) / max(now - t_prev, 1e-9))
+        log.write(row, step=row["env_steps"])
+        if self.view is not None:
+            self.view.update(row, self.fleet.actors())
+
+    def row(self, now: float, updates_per_s: float) -> dict[str, Any]:
+        s = self.ingest.stats
+        ret = self.ingest.recent_return()
+        current = self.broadcast.current
+        return {
+            "wall_s": round(now - self._t0, 2),
+            "env_steps": s.transitions,
+            "episodes": s.episodes,
+            "recent_return": float("nan") if ret is None else ret,
+            "updates": self.agent.updates,
+            "updates_per_s": round(updates_per_s, 1),
+            "loss": self.trainer.losses.get("loss", float("nan")),
+            "mean_q": self.trainer.losses.get("mean_q", float("nan")),
+            "policy_version": self.broadcast.version,
+            "actors_online": sum(a.state != "offline" for a in self.fleet.actors().values()),
+            "transitions_rejected": s.rejected_transitions,
+            "transitions_duplicate": s.duplicate_transitions,
+            "ingest_queue_dropped": self.inbox.dropped,
+            "fleet_state": self.fleet.state,
+            "compression": self.agent.compression(),
+            "policy_bytes": len(current.payload) if current else 0,
+            **self.agent.exploration(s.transitions),
+        }

@@ -1,0 +1,109 @@
+"""The policy topic: what the actors run now, published retained, and what each publish cost.
+
+    broadcast = PolicyBroadcast(topics, publish, publisher, cfg.transport)
+    broadcast.publish(published, env_steps)   # True once the broker has it (retained)
+    broadcast.republish()                     # after a reconnect
+    broadcast.clear()                         # at the start and end of the run
+    broadcast.version                         # of the last publish; 0 = none yet
+
+Every publish appends one line to ``publishes.jsonl``: version, learner step, env steps,
+bytes on the wire, codec and compression ratio. Safe to call from the exporter and the
+main thread (one lock).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from edge_rl.config import TransportConfig
+from edge_rl.learner.outbound.packager import PolicyPublisher, Published
+from edge_rl.wire.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+class PolicyBroadcast:
+    def __init__(
+        self,
+        topics: Topics,
+        publish: Callable[..., bool],  # Transport.publish
+        publisher: PolicyPublisher,  # its run directory, its save() and its signing key
+        transport: TransportConfig,
+    ) -> None:
+        self.topic = topics.policy
+        self._publish = publish
+        self._save = publisher.save
+        self.run_dir = publisher.run_dir
+        self.max_policy_bytes = transport.max_packet_bytes
+        self._lock = threading.Lock()
+        self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
+        self.current: Published | None = None  # the policy actors run now
+        self.refused = 0  # larger than the broker accepts
+        self.bytes_total = 0  # payload bytes of every policy published (per subscriber)
+        self.count = 0
+
+    def publish(self, published: Published, env_steps: int) -> bool:
+        version = published.bundle.manifest.policy_version
+        with self._lock:
+            try:
+                sent = self._publish(self.topic, published.payload, retain=True)
+            except ValueError as e:  # larger than the broker accepts: keep the previous one
+                self.refused += 1
+                log.warning("policy v%d not published: %s (transport.max_packet_bytes)", version, e)
+                return False
+            if not sent:
+                log.warning("policy v%d not published: broker not connected", version)
+                return False
+            self.version = version
+            self.current = published
+            self._save(published)
+            self._log(published, env_steps)
+            return True
+
+    def republish(self) -> None:
+        """The broker may have restarted without persistence: actors need the policy."""
+        with self._lock:
+            if self.current is not None:
+                self._publish(self.topic, self.current.payload, retain=True)
+
+    def clear(self) -> None:
+        """Clear the retained policy (an empty retained payload): at the start, what an
+        earlier run left there; at the end, this run's, which no board should load now."""
+        with self._lock:
+            self._publish(self.topic, b"", retain=True)
+
+    def continue_after_manifest(self, path: Path) -> None:
+        """Versions go on past the run directory's last published policy, if any."""
+        if path.exists():
+            version = json.loads(path.read_text()).get("policy_version", 0)
+            if type(version) is not int or not 0 <= version < 2**53:  # never converted
+                raise ValueError(f"{path}: policy_version {version!r} is not an int in [0, 2^53)")
+            with self._lock:
+                self.version = max(self.version, version)
+
+    def _log(self, published: Published, env_steps: int) -> None:
+        m = published.bundle.manifest
+        self.bytes_total += len(published.payload)
+        self.count += 1
+        record = {
+            "policy_version": m.policy_version,
+            "learner_step": m.learner_step,
+            "env_steps": env_steps,
+            "payload_bytes": len(published.payload),
+            "model_bytes": m.model_size,
+            "codec": m.codec,
+            "compression": published.compression,
+        }
+        with open(self.run_dir / "publishes.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        log.info(
+            "published v%d: %d bytes on the wire (model %d), compression %s",
+            m.policy_version,
+            len(published.payload),
+            m.model_size,
+            record["compression"],
+        )

@@ -1,0 +1,144 @@
+"""Background export: snapshot -> int8 conversion + parity -> broadcast -> score.
+
+    exporter = Exporter(agent, publisher, broadcast, selection, clocks, env_steps)
+    exporter.maybe_export(compression)   # main thread: when export.every_updates have passed
+    exporter.export(compression, wait=True)  # the end of a run: on the calling thread
+    exporter.deploy_best()   # then: republish the best-scoring policy if the last scores lower
+    exporter.shutdown()
+
+The network is snapshotted on the main thread (milliseconds); conversion, the LiteRT
+parity check, publishing and scoring (~0.5 s and more) run on the exporter thread while
+training goes on. One export at a time, and none is skipped: when the next one is due
+while the last is still in flight, the main thread waits for it. So the policies a run
+publishes (and selection scores) sit at the same update counts on a quiet and on a busy
+machine; skipping them made a busy machine score fewer candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from edge_rl.agents.algo import Algo
+from edge_rl.learner.outbound.broadcast import PolicyBroadcast
+from edge_rl.learner.outbound.packager import PolicyPublisher, snapshot
+from edge_rl.learner.outbound.selection import ModelSelection
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.telemetry.breakdown import LapClock
+
+log = logging.getLogger(__name__)
+
+
+class Exporter:
+    def __init__(
+        self,
+        agent: Algo,
+        replay: ReplayBuffer,
+        publisher: PolicyPublisher,
+        broadcast: PolicyBroadcast,
+        selection: ModelSelection,
+        clocks: dict[str, LapClock],  # "main" and "exporter"
+        env_steps: Callable[[], int],
+        every_updates: int,
+    ) -> None:
+        self.agent = agent
+        self.replay = replay
+        self.publisher = publisher
+        self.broadcast = broadcast
+        self.selection = selection
+        self._main = clocks["main"]
+        self._clock = clocks["exporter"]
+        self._env_steps = env_steps
+        self.every_updates = every_updates
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exporter")
+        self._job: Future | None = None
+        self._last_updates = 0
+
+    def maybe_export(self, compression: float | None) -> None:
+        if self.agent.updates - self._last_updates >= self.every_updates:
+            self.export(compression)
+
+    def export(self, compression: float | None, wait: bool = False) -> None:
+        """``compression``: the network's ratio now (the compressor changes only here)."""
+        self._last_updates = self.agent.updates
+        if len(self.replay) < 20:  # too few observations to calibrate int8 on
+            return
+        lap = self._main.lap
+        lap("other")
+        self.wait()  # the previous export, if it is still in flight
+        lap("idle")
+        args = (
+            snapshot(self.agent.policy_network),
+            self.broadcast.version + 1,
+            self.agent.updates,
+            self.agent.exploration(self._env_steps()),
+            compression,
+        )
+        lap("export")  # the snapshot
+        if wait:
+            self._job_body(*args, clock=self._main)
+        else:
+            self._job = self._pool.submit(self._job_body, *args, clock=self._clock)
+
+    def wait(self) -> None:
+        if self._job is not None:
+            self._job.result()
+            self._job = None
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _job_body(
+        self,
+        model: Any,
+        version: int,
+        step: int,
+        exploration: dict[str, float],
+        compression: float | None,
+        *,
+        clock: LapClock,  # of the thread this runs on
+    ) -> None:
+        clock.lap("idle")  # waiting for this job (on the main thread: ~0, it just lapped)
+        try:
+            published = self.publisher.export(self.agent, model, version, step, exploration)
+        except Exception:  # noqa: BLE001 - a failed export must not end the run
+            published = None
+            self.publisher.failed += 1
+            log.exception("export v%d failed", version)
+        clock.lap("export")
+        if published is not None:
+            published = dataclasses.replace(published, compression=compression)
+            if self.broadcast.publish(published, self._env_steps()):
+                clock.lap("publish")
+                if self.selection.due(version):
+                    self.selection.score(published)
+                    clock.lap("evaluate")
+        clock.lap("publish")  # a refused publish, if any
+
+    def deploy_best(self) -> int | None:
+        """Republish the best-scoring policy's weights under a new version if the last
+        policy scores lower; the version whose weights went out, or None."""
+        last = self.broadcast.current
+        better = None if last is None else self.selection.better_than(last)
+        self._main.lap("evaluate")
+        if better is None:
+            return None
+        best, best_score, score = better
+        again = self.publisher.reversion(best, self.broadcast.version + 1)
+        published = self.broadcast.publish(again, self._env_steps())
+        self._main.lap("publish")
+        if not published:
+            return None
+        v_best = best.bundle.manifest.policy_version
+        log.info(
+            "deployed v%d: the weights of v%d (score %.1f) over the last v%d (%.1f)",
+            self.broadcast.version,
+            v_best,
+            best_score,
+            last.bundle.manifest.policy_version,
+            score,
+        )
+        return v_best

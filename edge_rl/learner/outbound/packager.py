@@ -1,0 +1,153 @@
+"""Export the policy network to TFLite, check it in LiteRT, and make a signed policy bundle.
+
+A failing export is counted and not published: actors keep the previous policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_rl.agents.algo import Algo
+from edge_rl.config import RunConfig
+from edge_rl.export.tflite import ExportedModel, export_policy, start_export_worker
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.specs import EnvSpec
+from edge_rl.telemetry.logs import write_bytes_atomic, write_json_atomic
+from edge_rl.types import PolicyBundle, PolicyManifest
+from edge_rl.wire.policy import compress_model, encode_policy, manifest_to_dict
+from edge_rl.wire.signing import Signer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Published:
+    bundle: PolicyBundle
+    payload: bytes  # the encoded bundle as sent
+    model: bytes  # uncompressed .tflite
+    parity: dict[str, float]  # the algorithm's parity figures (see nodes/algos.py)
+    export_seconds: float
+    # Network compression ratio of the exported snapshot (None without compression); set
+    # by the learner, and carried along when reversion() redeploys these weights.
+    compression: float | None = None
+
+
+def snapshot(network: Any) -> Any:
+    """A copy of a Keras network with its current weights: what a background export
+    converts while training goes on changing the original."""
+    import keras
+
+    copy = keras.models.clone_model(network)
+    copy.set_weights(network.get_weights())
+    return copy
+
+
+class PolicyPublisher:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        spec: EnvSpec,
+        replay: ReplayBuffer,
+        run_dir: Path,
+        signer: Signer,
+        run_id: str = "",
+    ) -> None:
+        self.cfg = cfg
+        self.spec = spec
+        self.replay = replay
+        self.run_dir = run_dir
+        self.run_id = run_id  # this start of the run (protocol §5): in every manifest
+        self.signer = signer  # every bundle is signed (docs/protocol.md §4)
+        self.rng = np.random.default_rng(cfg.seed + 1)
+        self.failed = 0
+        self._warm_up = start_export_worker()  # conversions run in a child process: start it
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the export worker has imported TensorFlow (bounded): a first export that
+        waits for it (10-28 s on a busy 2-core host) would leave the fleet on random actions."""
+        self._warm_up.join(timeout)
+
+    def export(
+        self,
+        algo: Algo,
+        model: Any,
+        version: int,
+        learner_step: int,
+        exploration: dict[str, float],
+    ) -> Published | None:
+        """Export ``model`` (a snapshot of the policy network, see ``snapshot``) and check it
+        in LiteRT against the same snapshot; the bundle, or None when the check fails."""
+        t0 = time.perf_counter()
+        e = self.cfg.export
+        # Calibration and parity observations are disjoint draws from replay.
+        obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
+        n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
+        exported = export_policy(model, obs[:n_cal], e.precision, per_channel=e.per_channel)
+        ok, parity = algo.check(exported, model, obs[n_cal:])
+        if not ok:
+            self.failed += 1
+            log.warning("export v%d not published: parity check failed %s", version, parity)
+            return None
+        manifest = self._manifest(exported, version, learner_step, exploration, algo.output_kind)
+        regions = None
+        if e.codec == "blocks":  # where the weight matrices lie in the flatbuffer
+            from edge_rl.export.regions import weight_regions
+
+            regions = weight_regions(exported.tflite)
+        bundle = PolicyBundle(manifest, compress_model(exported.tflite, e.codec, regions=regions))
+        payload = encode_policy(bundle, self.signer)
+        return Published(bundle, payload, exported.tflite, parity, time.perf_counter() - t0)
+
+    def _manifest(
+        self,
+        exported: ExportedModel,
+        version: int,
+        step: int,
+        exploration: dict[str, float],
+        output_kind: str,
+    ) -> PolicyManifest:
+        return PolicyManifest(
+            policy_version=version,
+            algo=self.cfg.algo,
+            env_id=self.cfg.env_id,
+            env_spec=self.spec,
+            precision=exported.precision,
+            input_quant=exported.input_quant,
+            output_quant=exported.output_quant,
+            obs_mean=exported.obs_mean,
+            obs_std=exported.obs_std,
+            exploration={k: float(v) for k, v in exploration.items()},
+            learner_step=step,
+            model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
+            model_size=len(exported.tflite),
+            codec=self.cfg.export.codec,
+            output_kind=output_kind,
+            run=self.cfg.run,
+            run_id=self.run_id,
+            created_unix=time.time(),
+        )
+
+    def reversion(self, published: Published, version: int) -> Published:
+        """The same model under a new policy version (to redeploy earlier weights)."""
+        import dataclasses
+
+        manifest = dataclasses.replace(
+            published.bundle.manifest, policy_version=version, created_unix=time.time()
+        )
+        bundle = PolicyBundle(manifest, published.bundle.payload)
+        payload = encode_policy(bundle, self.signer)
+        return dataclasses.replace(published, bundle=bundle, payload=payload)
+
+    def save(self, published: Published) -> None:
+        """The run directory always holds the last published model and its manifest."""
+        write_bytes_atomic(self.run_dir / "policy.tflite", published.model)
+        write_json_atomic(
+            self.run_dir / "manifest.json", manifest_to_dict(published.bundle.manifest)
+        )

@@ -1,0 +1,102 @@
+"""Model selection: score published policies greedily, deploy the best one at the end.
+
+    selection = ModelSelection(every=2, episodes=10, seed=cfg.seed + 20_000)
+    if selection.due(version): selection.score(published)     # exporter thread
+    best = selection.better_than(last)                          # end of run: None = keep last
+
+Like SB3's EvalCallback: the scoring episodes are not training env steps, and their seeds
+are apart from the final evaluation's, so the final figure is not the one the choice was
+made on. The int8 model is scored in LiteRT, as the actors run it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from edge_rl.config import RunConfig
+from edge_rl.learner.outbound.packager import Published
+from edge_rl.runtime.evaluate import EvalResult, evaluate
+
+log = logging.getLogger(__name__)
+
+
+TOP = 5  # policies kept for the end-of-run recheck (their models: kept in memory)
+
+
+class ModelSelection:
+    def __init__(self, every: int, episodes: int, seed: int, recheck: int = 0) -> None:
+        """``recheck``: at the end, the TOP best-scoring policies and the last one are
+        scored on this many more episodes (other seeds), and the best combined score wins:
+        10 episodes let a policy that fails now and then pass for a 500 on CartPole."""
+        self.every = every
+        self.episodes = episodes
+        self.seed = seed
+        self.recheck = recheck
+        self.scores: dict[int, float] = {}  # policy version -> greedy return
+        self.best: tuple[Published, float] | None = None
+        self.top: list[tuple[Published, float]] = []  # the TOP best, best first
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_run(cls, cfg: RunConfig) -> ModelSelection:
+        return cls(cfg.select_every, cfg.select_episodes, cfg.seed + 20_000, cfg.select_recheck)
+
+    def due(self, version: int) -> bool:
+        return bool(self.every) and version % self.every == 0
+
+    def score(self, published: Published) -> float:
+        result = evaluate_policy(published, self.episodes, self.seed)
+        v = published.bundle.manifest.policy_version
+        with self._lock:
+            self.scores[v] = result.mean
+            if self.best is None or result.mean >= self.best[1]:
+                self.best = (published, result.mean)
+            best = self.best[1]
+            # Newest first among equals: later policies have trained longer.
+            self.top = sorted([(published, result.mean), *self.top], key=lambda t: -t[1])[:TOP]
+        log.info("policy v%d scores %.1f (best so far %.1f)", v, result.mean, best)
+        return result.mean
+
+    def better_than(self, last: Published) -> tuple[Published, float, float] | None:
+        """``(best, its score, last's score)`` if an earlier policy beats ``last``; scores
+        ``last`` first when it has not been scored yet."""
+        if not self.every:
+            return None
+        v_last = last.bundle.manifest.policy_version
+        score = self.scores.get(v_last)
+        if score is None:
+            score = self.score(last)
+        if self.recheck:
+            return self._recheck(last)
+        best, best_score = self.best  # set: the last one has been scored at least
+        if best is last or best_score <= score:
+            return None
+        return best, best_score, score
+
+    def _recheck(self, last: Published) -> tuple[Published, float, float] | None:
+        n, m = self.episodes, self.recheck
+        combined: list[tuple[float, Published]] = []
+        candidates = [p for p, _ in self.top if p is not last] + [last]
+        for p in candidates:
+            again = evaluate_policy(p, m, self.seed + 7_919).mean  # seeds apart from both
+            first = self.scores[p.bundle.manifest.policy_version]
+            combined.append(((first * n + again * m) / (n + m), p))
+            log.info(
+                "recheck v%d: %.1f, then %.1f on %d more episodes",
+                p.bundle.manifest.policy_version,
+                first,
+                again,
+                m,
+            )
+        best_score, best = max(combined, key=lambda t: t[0])  # ties: the first, the top one
+        last_score = combined[-1][0]
+        if best is last or best_score <= last_score:
+            return None
+        return best, best_score, last_score
+
+
+def evaluate_policy(published: Published, episodes: int, seed: int) -> EvalResult:
+    """Greedy episodes of a published model in LiteRT, on the env its manifest names."""
+    m = published.bundle.manifest
+    return evaluate(published.model, m.env_id, episodes, manifest=m, seed=seed)

@@ -1,0 +1,134 @@
+"""A numpy ring replay buffer of single transitions.
+
+Stores ``terminated`` only: a truncated step (time limit) is a normal transition whose
+target bootstraps from ``next_obs`` (Gymnasium 1.x semantics; Pardo et al. 2018).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from edge_rl.specs import EnvSpec
+from edge_rl.types import ReplaySample
+
+
+class ReplayBuffer:
+    """Fixed-capacity FIFO of transitions; ``add`` and ``sample`` are thread-safe."""
+
+    def __init__(self, spec: EnvSpec, capacity: int, seed: int = 0) -> None:
+        if capacity <= 0:
+            raise ValueError(f"capacity must be positive, got {capacity}")
+        self.spec = spec
+        self.capacity = capacity
+        self._obs = np.zeros((capacity, *spec.obs_shape), np.float32)
+        self._next_obs = np.zeros((capacity, *spec.obs_shape), np.float32)
+        act_shape = () if spec.discrete else spec.action_shape
+        self._action = np.zeros((capacity, *act_shape), spec.action_dtype)
+        self._reward = np.zeros(capacity, np.float32)
+        self._terminated = np.zeros(capacity, np.float32)
+        self._next = 0  # index the next transition goes to
+        self._size = 0
+        self.added = 0  # total ever added
+        self._rng = np.random.default_rng(seed)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+    ) -> None:
+        """Add ``n`` transitions (leading axis); the oldest are overwritten when full."""
+        n = int(reward.shape[0])
+        if n > self.capacity:  # only the newest `capacity` can survive anyway
+            obs, action, reward = (
+                obs[-self.capacity :],
+                action[-self.capacity :],
+                reward[-self.capacity :],
+            )
+            next_obs, terminated = next_obs[-self.capacity :], terminated[-self.capacity :]
+            n = self.capacity
+        with self._lock:
+            idx = (self._next + np.arange(n)) % self.capacity  # [n]
+            self._obs[idx] = obs
+            self._action[idx] = action
+            self._reward[idx] = reward
+            self._next_obs[idx] = next_obs
+            self._terminated[idx] = terminated
+            self._next = int((self._next + n) % self.capacity)
+            self._size = min(self._size + n, self.capacity)
+            self.added += n
+
+    def sample(self, batch_size: int) -> ReplaySample:
+        """``batch_size`` transitions drawn uniformly with replacement."""
+        with self._lock:
+            if self._size == 0:
+                raise ValueError("cannot sample from an empty replay buffer")
+            idx = self._rng.integers(0, self._size, size=batch_size)
+            return ReplaySample(
+                self._obs[idx],
+                self._action[idx],
+                self._reward[idx],
+                self._next_obs[idx],
+                self._terminated[idx],
+            )
+
+    def observations(self, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Up to ``n`` distinct stored observations (for calibration and parity checks)."""
+        with self._lock:
+            rng = rng or self._rng
+            idx = rng.choice(self._size, size=min(n, self._size), replace=False)
+            return self._obs[idx].copy()
+
+    # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
+
+    def snapshot(self) -> tuple[dict[str, np.ndarray], dict]:
+        """The filled part as it lies (slots 0..len-1, so that sampling after a restore
+        draws the same transitions), and the ring's position and sampling rng."""
+        with self._lock:
+            n = self._size
+            arrays = {
+                "obs": self._obs[:n].copy(),
+                "action": self._action[:n].copy(),
+                "reward": self._reward[:n].copy(),
+                "next_obs": self._next_obs[:n].copy(),
+                "terminated": self._terminated[:n].copy(),
+            }
+            meta = {
+                "next": self._next,
+                "size": n,
+                "added": self.added,
+                "capacity": self.capacity,
+                "rng": self._rng.bit_generator.state,
+            }
+        return arrays, meta
+
+    def restore(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
+        n = int(meta["size"])
+        if n > self.capacity or arrays["reward"].shape != (n,):
+            raise ValueError(f"replay of {n} transitions does not fit capacity {self.capacity}")
+        with self._lock:
+            for name, dest in (
+                ("obs", self._obs),
+                ("action", self._action),
+                ("reward", self._reward),
+                ("next_obs", self._next_obs),
+                ("terminated", self._terminated),
+            ):
+                if arrays[name].shape[1:] != dest.shape[1:]:
+                    raise ValueError(
+                        f"replay {name}: shape {arrays[name].shape[1:]} saved, "
+                        f"{dest.shape[1:]} expected"
+                    )
+                dest[:n] = arrays[name]
+            self._size = n
+            self._next = int(meta["next"]) % self.capacity
+            self.added = meta["added"]
+            self._rng.bit_generator.state = meta["rng"]

@@ -1,0 +1,54 @@
+"""Updates at the replay ratio: the learner trains on what the fleet delivered, no faster.
+
+    trainer = Trainer(agent, replay, cfg, env_steps=lambda: ingest.stats.transitions, clocks)
+    trainer.train_for(0.05)     # main thread: updates until the target or the deadline
+    trainer.pay_in_full()       # at the end of a run: every update the data has paid for
+
+The target is ``replay_ratio × (env_steps received − learning_starts)`` updates: a count of
+transitions, not of seconds, so a busy machine trains later, never less.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from edge_rl.agents.algo import Algo
+from edge_rl.config import RunConfig
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.telemetry.breakdown import LapClock
+
+
+class Trainer:
+    def __init__(
+        self,
+        agent: Algo,
+        replay: ReplayBuffer,
+        cfg: RunConfig,
+        env_steps: Callable[[], int],
+        clocks: dict[str, LapClock],  # its laps go to "main"
+    ) -> None:
+        self.agent = agent
+        self.replay = replay
+        self.cfg = cfg
+        self._env_steps = env_steps
+        self._lap = clocks["main"].lap
+        self.losses: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
+
+    def target(self) -> int:
+        return int(self.cfg.replay_ratio * max(0, self._env_steps() - self.cfg.learning_starts))
+
+    def train_for(self, seconds: float) -> None:
+        self._lap("other")  # what the main thread did since its last lap: control, ticks
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.agent.updates >= self.target() or len(self.replay) == 0:
+                time.sleep(0.002)
+                self._lap("idle")
+                return
+            self.losses = self.agent.update(self.replay.sample(self.agent.batch_size))
+            self._lap("updates")
+
+    def pay_in_full(self) -> None:
+        while self.agent.updates < self.target():
+            self.train_for(0.5)

@@ -1,1 +1,0 @@
-"""Nodes: the only place the stages meet (transport, policy slot, env, learner, replay)."""

@@ -1,1 +1,0 @@
-"""Replay: the ring buffer and the ingest path (decode → validate → dedup → add). No TF."""

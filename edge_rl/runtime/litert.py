@@ -1,0 +1,115 @@
+"""Load a ``.tflite`` policy in LiteRT and run it on one float observation.
+
+``ai-edge-litert`` first (delegates int8 and float layers to XNNPACK by default), then
+``tflite-runtime`` (its last release, 2.14, needs numpy<2 and does not use XNNPACK on
+x86, measured on the development host).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+RUNTIMES = ("ai_edge_litert", "tflite_runtime")
+
+
+def interpreter_class(prefer: str = "ai_edge_litert") -> tuple[type, str]:
+    """The LiteRT ``Interpreter`` class available here (``prefer`` first), and its name."""
+    if prefer not in RUNTIMES:
+        raise ValueError(f"unknown runtime {prefer!r}, expected one of {RUNTIMES}")
+    for name in sorted(RUNTIMES, key=lambda r: r != prefer):
+        try:
+            if name == "ai_edge_litert":
+                from ai_edge_litert.interpreter import Interpreter
+            else:
+                from tflite_runtime.interpreter import Interpreter  # type: ignore[import-not-found]
+            return Interpreter, name
+        except ImportError:
+            continue
+    raise ImportError("no TFLite runtime: install ai-edge-litert (pip install 'edge-rl[edge]')")
+
+
+@dataclass(frozen=True)
+class TensorQuant:
+    dtype: np.dtype
+    scale: float
+    zero_point: int
+
+
+def _quant(detail: dict) -> TensorQuant:
+    scale, zero_point = detail.get("quantization", (0.0, 0))
+    return TensorQuant(np.dtype(detail["dtype"]), float(scale), int(zero_point))
+
+
+def declared_tensor_bytes(interp) -> int:
+    """Bytes of every tensor the model declares (weights and activations), read from the
+    flatbuffer's tensor table before ``allocate_tensors``."""
+    total = 0
+    for t in interp.get_tensor_details():
+        n = 1
+        for d in t["shape"]:
+            n *= max(int(d), 1)  # -1/0 (dynamic) counted as 1
+        total += n * np.dtype(t["dtype"]).itemsize
+    return total
+
+
+class TFLitePolicy:
+    """One loaded model: float observation in, float model output (Q-values or action) out.
+
+    edge-rl's exports take the raw observation as float32 and return float32 for every
+    precision: the model normalises and (de)quantises inside (see ``edge_rl.export.tflite``).
+    A model with integer I/O tensors is rejected. Not thread-safe: one instance per thread.
+    """
+
+    def __init__(
+        self,
+        model_bytes: bytes,
+        *,
+        num_threads: int = 1,
+        runtime: str = "ai_edge_litert",
+        max_tensor_bytes: int | None = None,
+    ) -> None:
+        """``max_tensor_bytes``: refuse (``ValueError``) a model whose tensors declare more
+        memory than this, before any of it is allocated (a small file can declare GBs)."""
+        t0 = time.perf_counter()
+        cls, self.runtime = interpreter_class(runtime)
+        # Keep the bytes alive: the interpreter reads the flatbuffer in place.
+        self._model_bytes = bytes(model_bytes)
+        self._interp = cls(model_content=self._model_bytes, num_threads=num_threads)
+        self.tensor_bytes = declared_tensor_bytes(self._interp)
+        if max_tensor_bytes is not None and self.tensor_bytes > max_tensor_bytes:
+            raise ValueError(
+                f"the model's tensors declare {self.tensor_bytes:,} bytes, more than the "
+                f"board's max_tensor_bytes {max_tensor_bytes:,}"
+            )
+        self._interp.allocate_tensors()
+        self.load_seconds = time.perf_counter() - t0
+        (inp,) = self._interp.get_input_details()
+        (out,) = self._interp.get_output_details()
+        self._in_index = inp["index"]
+        self._out_index = out["index"]
+        self.input_shape = tuple(int(d) for d in inp["shape"])
+        self.output_shape = tuple(int(d) for d in out["shape"])
+        self.input_quant = _quant(inp)
+        self.output_quant = _quant(out)
+        dtypes = (self.input_quant.dtype, self.output_quant.dtype)
+        if dtypes != (np.float32, np.float32):
+            raise ValueError(
+                f"the model's input/output tensors are {dtypes[0]}/{dtypes[1]}; edge-rl runs "
+                "models with float32 I/O (raw observation in), as edge_rl.export writes them"
+            )
+
+    def _to_input(self, obs: np.ndarray) -> np.ndarray:
+        return np.asarray(obs, np.float32).reshape(self.input_shape)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Run one observation; returns the output row, shape ``[out_dim]``."""
+        self._interp.set_tensor(self._in_index, self._to_input(obs))
+        self._interp.invoke()
+        return self._interp.get_tensor(self._out_index)[0]  # get_tensor returns a copy
+
+    def batch(self, obs: np.ndarray) -> np.ndarray:
+        """Run a batch one row at a time (the model has batch size 1): ``[n, out_dim]``."""
+        return np.stack([self(o) for o in obs])

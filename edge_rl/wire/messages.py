@@ -1,0 +1,135 @@
+"""Protocol v3 status, control and credit payloads (docs/protocol.md §5): small JSON
+headers with an empty body. Re-exported by ``codec``, the module callers import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from edge_rl.types import BREAKDOWN_KEYS, ActorStatus, ControlMessage, CreditGrant
+from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_CREDIT, MAGIC_STATUS, CodecError
+from edge_rl.wire.envelope import pack as _pack
+from edge_rl.wire.envelope import unpack as _unpack
+
+MAX_RUN_ID = 64  # characters of a run id (RunIdentity makes 16 hex digits)
+
+
+# --- status and control ---------------------------------------------------------------
+
+
+def encode_status(status: ActorStatus) -> bytes:
+    return _pack(MAGIC_STATUS, dataclasses.asdict(status))
+
+
+def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
+    """Drop fields this build does not know: a newer peer may add fields within v1."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in header.items() if k in names}
+
+
+_ACTOR_STATES = ("starting", "running", "paused", "stopped", "offline")
+_STATUS_TEXT = ("actor_id", "board", "runtime", "run_id")  # strings of at most 128 characters
+_STATUS_COUNTS = (  # integers in [0, 2^53)
+    "policy_version",
+    "env_steps",
+    "episodes",
+    "transitions_sent",
+    "batches_sent",
+    "batches_dropped",
+    "policies_rejected",
+    "control_rejected",
+    "transitions_oversize",
+    "transitions_dropped",
+    "session",
+)
+
+
+def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
+    """Every field type- and range-checked: a status feeds the live view, the summary and
+    the credit ledger, and a string where a count belongs must not reach any of them."""
+    header, _ = _unpack(data, MAGIC_STATUS, max_bytes)
+    fields = _known(ActorStatus, header)
+    if "breakdown" in fields:  # optional: older actors do not send it
+        fields["breakdown"] = _breakdown(fields["breakdown"])
+    if fields.get("state") not in _ACTOR_STATES:
+        raise CodecError("bad_header", f"status state {fields.get('state')!r}")
+    for k in _STATUS_TEXT:
+        v = fields.get(k, "")
+        if not isinstance(v, str) or len(v) > 128:
+            raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
+    for k in _STATUS_COUNTS:
+        v = fields.get(k, 0)
+        if type(v) is not int or not 0 <= v < 2**53:
+            raise CodecError("bad_header", f"status {k!r}: {v!r} is not a count")
+    for k in ("env_steps_per_s", "time_unix", "recent_return"):
+        v = fields.get(k, 0.0)
+        if v is None and k == "recent_return":
+            continue
+        if type(v) not in (int, float) or not math.isfinite(v) or k != "recent_return" and v < 0:
+            raise CodecError("bad_header", f"status {k!r}: {v!r} is not a finite number")
+    try:
+        return ActorStatus(**fields)
+    except TypeError as e:
+        raise CodecError("bad_header", f"status: {e}") from None
+
+
+def _breakdown(d: Any) -> dict[str, float]:
+    """Seconds per bucket: known keys, finite numbers >= 0 (JSON cannot carry NaN here, but
+    a header may still hold strings, booleans, negatives or 1e999, which parses as inf)."""
+    if not isinstance(d, dict):
+        raise CodecError("bad_header", "status breakdown must be an object")
+    unknown = set(d) - BREAKDOWN_KEYS
+    if unknown:
+        raise CodecError("bad_header", f"status breakdown: unknown keys {sorted(unknown)}")
+    for k, v in d.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise CodecError("bad_header", f"status breakdown {k!r}: {v!r} is not seconds >= 0")
+    return {k: float(v) for k, v in d.items()}
+
+
+def run_id_field(header: dict[str, Any]) -> str:
+    v = header.get("run_id")
+    if not isinstance(v, str) or len(v) > MAX_RUN_ID:
+        raise CodecError("bad_header", f"run_id must be a string of <= {MAX_RUN_ID} chars")
+    return v
+
+
+def encode_control(msg: ControlMessage) -> bytes:
+    return _pack(MAGIC_CONTROL, dataclasses.asdict(msg))
+
+
+def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
+    header, _ = _unpack(data, MAGIC_CONTROL, max_bytes)
+    if header.get("state") not in ("running", "paused", "stopped"):
+        raise CodecError("bad_header", f"control state {header.get('state')!r}")
+    if not isinstance(header.get("reason", ""), str):  # fuzzing found "reason": null taken
+        raise CodecError("bad_header", "control reason must be a string")
+    return ControlMessage(header["state"], run_id_field(header), header.get("reason", ""))
+
+
+MAX_REFUSED = 8  # sessions refused under one actor id, listed in its grant
+
+
+def encode_credit(grant: CreditGrant) -> bytes:
+    return _pack(MAGIC_CREDIT, {**dataclasses.asdict(grant), "refused": list(grant.refused)})
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and 0 <= v < 2**53
+
+
+def decode_credit(data: bytes, max_bytes: int = 4096) -> CreditGrant:
+    header, _ = _unpack(data, MAGIC_CREDIT, max_bytes)
+    session, credit = header.get("session"), header.get("credit")
+    refused = header.get("refused", [])
+    if not _count(session) or not _count(credit):
+        raise CodecError("bad_header", "credit: session and credit must be counts")
+    if (
+        not isinstance(refused, list)
+        or len(refused) > MAX_REFUSED
+        or not all(_count(r) for r in refused)
+    ):
+        raise CodecError("bad_header", f"credit: refused must list <= {MAX_REFUSED} sessions")
+    return CreditGrant(run_id_field(header), session, credit, tuple(refused))

@@ -1,0 +1,188 @@
+"""Protocol v3 wire codec: transitions, status, control and credit payloads (docs/protocol.md).
+
+The envelope they share, and ``CodecError``, are in ``envelope``; the policy bundle is in
+``bundle``. Both are re-exported here, so ``codec`` is the one module callers import.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from edge_rl.specs import EnvSpec
+from edge_rl.types import (
+    TransitionBatch,
+)
+from edge_rl.wire.envelope import (
+    DEFAULT_MAX_PAYLOAD,
+    MAGIC_TRANSITIONS,
+    CodecError,
+)
+from edge_rl.wire.envelope import field as _field
+from edge_rl.wire.envelope import pack as _pack
+from edge_rl.wire.envelope import unpack as _unpack
+from edge_rl.wire.messages import (
+    run_id_field,
+)
+
+# Wire dtypes: little-endian numpy type strings. Booleans travel as uint8 (0/1).
+_F32, _I64, _U8 = "<f4", "<i8", "|u1"
+_ARRAY_DTYPES = {
+    "obs": (_F32,),
+    "action": (_I64, _F32),  # discrete / Box
+    "reward": (_F32,),
+    "next_obs": (_F32,),
+    "terminated": (_U8,),
+    "truncated": (_U8,),
+}
+
+
+def peek_count(data: bytes) -> int:
+    """The ``n`` a transition payload claims, or 0 if unreadable (to count rejects)."""
+    try:
+        header, _ = _unpack(data, MAGIC_TRANSITIONS, max(len(data), 1))
+        n = header.get("n", 0)
+        return n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 10**7 else 0
+    except CodecError:
+        return 0
+
+
+def peek_batch(data: bytes) -> tuple[str, int, int] | None:
+    """``(actor_id, session, n)`` a transition payload's header claims, unchecked beyond
+    their types; None if unreadable. For the learner's own drops (nodes/inbox.py)."""
+    try:
+        header, _ = _unpack(data, MAGIC_TRANSITIONS, max(len(data), 1))
+    except CodecError:
+        return None
+    actor, session, n = header.get("actor_id"), header.get("session"), peek_count(data)
+    if not isinstance(actor, str) or type(session) is not int or n <= 0:
+        return None
+    return actor, session, n
+
+
+# --- transitions ----------------------------------------------------------------------
+
+
+def encode_transitions(batch: TransitionBatch) -> bytes:
+    arrays = {
+        "obs": np.ascontiguousarray(batch.obs, _F32),
+        "action": np.ascontiguousarray(
+            batch.action, _I64 if np.issubdtype(batch.action.dtype, np.integer) else _F32
+        ),
+        "reward": np.ascontiguousarray(batch.reward, _F32),
+        "next_obs": np.ascontiguousarray(batch.next_obs, _F32),
+        "terminated": np.ascontiguousarray(batch.terminated, _U8),
+        "truncated": np.ascontiguousarray(batch.truncated, _U8),
+    }
+    header = {
+        "actor_id": batch.actor_id,
+        "session": batch.session,
+        "seq": batch.seq,
+        "policy_version": batch.policy_version,
+        "run_id": batch.run_id,
+        "n": len(batch),
+        "arrays": [
+            {"name": k, "dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()
+        ],
+    }
+    return _pack(MAGIC_TRANSITIONS, header, b"".join(a.tobytes() for a in arrays.values()))
+
+
+def decode_transitions(
+    data: bytes, spec: EnvSpec | None = None, max_bytes: int = DEFAULT_MAX_PAYLOAD
+) -> TransitionBatch:
+    """Decode a batch; with ``spec``, also check shapes, dtypes, finiteness and action bounds."""
+    header, body = _unpack(data, MAGIC_TRANSITIONS, max_bytes)
+    actor_id = _field(header, "actor_id", str)
+    session, seq = _field(header, "session", int), _field(header, "seq", int)
+    version, n = _field(header, "policy_version", int), _field(header, "n", int)
+    run_id = run_id_field(header)
+    if seq < 0 or version < 0 or session < 0 or n <= 0:
+        raise CodecError("bad_header", "seq, session and policy_version >= 0, n > 0")
+    specs = _field(header, "arrays", list)
+    arrays: dict[str, np.ndarray] = {}
+    offset = 0
+    for item in specs:
+        if not isinstance(item, dict) or item.get("name") not in TransitionBatch.ARRAYS:
+            raise CodecError("bad_array", f"unexpected array entry {item!r}")
+        name, dtype_str, shape = item["name"], item.get("dtype"), item.get("shape")
+        if dtype_str not in _ARRAY_DTYPES[name] or name in arrays:
+            raise CodecError("dtype", f"array {name!r} has dtype {dtype_str!r}")
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise CodecError("shape", f"array {name!r} has shape {shape!r}")
+        if not shape or shape[0] != n or len(shape) > 8:
+            raise CodecError("shape", f"array {name!r} shape {shape} does not start with n={n}")
+        dtype = np.dtype(dtype_str)
+        count = math.prod(shape)  # exact Python ints: a crafted shape cannot overflow
+        size = count * dtype.itemsize
+        if offset + size > len(body):
+            raise CodecError("truncated", f"array {name!r} runs past the end of the payload")
+        arrays[name] = np.frombuffer(body, dtype, count=count, offset=offset).reshape(shape)
+        offset += size
+    if set(arrays) != set(TransitionBatch.ARRAYS):
+        missing = sorted(set(TransitionBatch.ARRAYS) - set(arrays))
+        raise CodecError("bad_array", f"missing arrays {missing}")
+    if offset != len(body):
+        raise CodecError("bad_array", f"{len(body) - offset} trailing bytes after the arrays")
+    batch = TransitionBatch(
+        actor_id=actor_id,
+        session=session,
+        seq=seq,
+        policy_version=version,
+        obs=arrays["obs"],
+        action=arrays["action"],
+        reward=arrays["reward"],
+        next_obs=arrays["next_obs"],
+        terminated=arrays["terminated"].astype(bool),
+        truncated=arrays["truncated"].astype(bool),
+        run_id=run_id,
+    )
+    if spec is not None:
+        validate_batch(batch, spec, raw_flags=(arrays["terminated"], arrays["truncated"]))
+    return batch
+
+
+def validate_batch(
+    batch: TransitionBatch, spec: EnvSpec, raw_flags: tuple[np.ndarray, ...] = ()
+) -> None:
+    """Shapes and dtypes against ``spec``, finite values, actions inside the action space."""
+    # Fuzzing found: a hand-built record with a 0-d reward made len() raise IndexError, and
+    # one with no rows made the discrete range check's min() raise ValueError. Refuse both.
+    if batch.reward.ndim != 1 or batch.reward.shape[0] == 0:
+        raise CodecError("shape", f"reward shape {batch.reward.shape}, expected (n,), n > 0")
+    n = len(batch)
+    obs_shape = (n, *spec.obs_shape)
+    for name in ("obs", "next_obs"):
+        a = getattr(batch, name)
+        if a.shape != obs_shape:
+            raise CodecError("shape", f"{name} shape {a.shape}, expected {obs_shape}")
+        if a.dtype != np.float32:
+            raise CodecError("dtype", f"{name} dtype {a.dtype}, expected float32")
+    act_shape = (n,) if spec.discrete else (n, *spec.action_shape)
+    if batch.action.shape != act_shape:
+        raise CodecError("shape", f"action shape {batch.action.shape}, expected {act_shape}")
+    if batch.action.dtype != spec.action_dtype:
+        raise CodecError(
+            "dtype", f"action dtype {batch.action.dtype}, expected {spec.action_dtype}"
+        )
+    for name in ("reward", "terminated", "truncated"):
+        if getattr(batch, name).shape != (n,):
+            raise CodecError("shape", f"{name} shape {getattr(batch, name).shape}, expected ({n},)")
+    for flags in raw_flags:
+        if flags.size and flags.max() > 1:
+            raise CodecError("bad_array", "terminated/truncated must be 0 or 1")
+    for name in ("obs", "next_obs", "reward") + (() if spec.discrete else ("action",)):
+        if not np.all(np.isfinite(getattr(batch, name))):
+            raise CodecError("non_finite", f"{name} holds NaN or inf")
+    if spec.discrete:
+        if batch.action.min() < 0 or batch.action.max() >= spec.num_actions:
+            raise CodecError("action_range", f"action outside [0, {spec.num_actions})")
+    else:
+        a = batch.action.reshape(n, -1)
+        if np.any(a < np.asarray(spec.action_low, np.float32)) or np.any(
+            a > np.asarray(spec.action_high, np.float32)
+        ):
+            raise CodecError("action_range", "action outside the Box bounds")
