@@ -116,7 +116,7 @@ def _publisher_main(url, topic, kind, n, seed, ready, go, results) -> None:
 
 def ingest_over_mqtt(broker_url: str, broker_pid: int | None, kind: str, n: int) -> dict:
     """One run: a publisher process sends ``n`` batches; this process ingests them."""
-    from edge_rl.learner.ingest.pipeline import Ingest
+    from edge_rl.learner.ingest.ingest import Ingest
     from edge_rl.learner.replay import ReplayBuffer
     from edge_rl.transport.mqtt import MqttTransport
     from edge_rl.wire.topics import Topics
@@ -192,7 +192,7 @@ def ingest_over_mqtt(broker_url: str, broker_pid: int | None, kind: str, n: int)
         raise RuntimeError(res["error"])
     t_first = res["t_first_publish"]  # CLOCK_MONOTONIC: one clock for both processes
     elapsed = (counters["t_last"] or time.monotonic()) - t_first
-    s = ingest.stats
+    s = ingest.stats()
     return {
         "batches": n,
         "payload_bytes": res["payload_bytes"],
@@ -215,7 +215,7 @@ def ingest_over_mqtt(broker_url: str, broker_pid: int | None, kind: str, n: int)
 
 def ingest_in_process(kind: str, n: int, repeats: int) -> dict[str, dict[str, float]]:
     """Per batch without MQTT: decode, decode + validate, full ``Ingest.handle`` (µs)."""
-    from edge_rl.learner.ingest.pipeline import Ingest
+    from edge_rl.learner.ingest.ingest import Ingest
     from edge_rl.learner.replay import ReplayBuffer
     from edge_rl.wire.topics import Topics
     from edge_rl.wire.transitions import decode_transitions
@@ -239,8 +239,8 @@ def ingest_in_process(kind: str, n: int, repeats: int) -> dict[str, dict[str, fl
         timed("decode+validate", lambda p: decode_transitions(p, spec))
         ingest = Ingest(spec, ReplayBuffer(spec, 100_000, SEED), topics, latest_version=lambda: 0)
         timed("Ingest.handle", lambda p, i=ingest: i.handle(topic, p))
-        if ingest.stats.batches != n:
-            raise RuntimeError(f"in-process ingest accepted {ingest.stats.batches}/{n}")
+        if ingest.stats().batches != n:
+            raise RuntimeError(f"in-process ingest accepted {ingest.stats().batches}/{n}")
     return {
         "wall_us": {k: 1e6 * min(v) / n for k, v in wall.items()},
         "cpu_us": {k: 1e6 * min(v) / n for k, v in cpu.items()},

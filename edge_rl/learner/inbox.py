@@ -18,7 +18,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from edge_rl.learner.ingest.pipeline import Ingest
+from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.telemetry.breakdown import LapClock
 
 log = logging.getLogger(__name__)

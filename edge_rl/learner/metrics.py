@@ -13,7 +13,7 @@ from typing import Any
 
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.learner.inbox import Inbox
-from edge_rl.learner.ingest.pipeline import Ingest
+from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.trainer import Trainer
 from edge_rl.telemetry.logs import MetricsLog
@@ -83,7 +83,7 @@ class Meter:
             self.view.update(row, self.fleet.actors())
 
     def row(self, now: float, updates_per_s: float) -> dict[str, Any]:
-        s = self.ingest.stats
+        s = self.ingest.stats()
         ret = self.ingest.recent_return()
         current = self.broadcast.current
         return {

@@ -25,7 +25,7 @@ from edge_rl.envs import env_spec
 from edge_rl.learner.durable import Durable, StopRequest, saved_run_id
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.learner.inbox import Inbox
-from edge_rl.learner.ingest.pipeline import Ingest
+from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.metrics import METRICS, Meter
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.exporter import Exporter
@@ -140,7 +140,7 @@ class LearnerNode:
 
     @property
     def env_steps(self) -> int:
-        return self.ingest.stats.transitions
+        return self.ingest.transitions
 
     def run(self) -> dict[str, Any]:
         for clock in self.clocks.values():  # every thread's wall time starts here

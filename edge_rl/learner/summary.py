@@ -16,7 +16,7 @@ from typing import Any
 
 from edge_rl.boards import BoardConfig, Power, board_file, load_board
 from edge_rl.config import RunConfig
-from edge_rl.learner.ingest.pipeline import IngestStats
+from edge_rl.learner.ingest.accounting import IngestStats
 from edge_rl.learner.outbound.packager import Published
 from edge_rl.learner.outbound.selection import evaluate_policy
 from edge_rl.runtime.evaluate import EvalResult
@@ -76,7 +76,7 @@ def record_of(node: Any, evaluate: bool = True) -> RunRecord:
         wall_s=node.meter.elapsed(),
         updates=node.agent.updates,
         updates_skipped=node.agent.skipped,
-        ingest=node.ingest.stats,
+        ingest=node.ingest.stats(),
         batches_missing=node.ingest.missing_batches,
         inbox_dropped=node.inbox.dropped,
         broker_dropped=node.broker_dropped,

@@ -1,6 +1,6 @@
 """Updates at the replay ratio: the learner trains on what the fleet delivered, no faster.
 
-    trainer = Trainer(agent, replay, cfg, env_steps=lambda: ingest.stats.transitions, clocks)
+    trainer = Trainer(agent, replay, cfg, env_steps=lambda: ingest.transitions, clocks)
     trainer.train_for(0.05)     # main thread: updates until the target or the deadline
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 

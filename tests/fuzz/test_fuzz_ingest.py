@@ -6,7 +6,7 @@ whether the batch is acceptable; ``handle`` must return True exactly then, ``len
 must grow by exactly the batch's ``n`` then and not at all otherwise, every reject must be
 counted under a §7 reason, and nothing may be counted as ``internal_error`` (which would
 mean an exception escaped the decoder). A second ingest whose version source raises runs
-every payload through the ``internal_error`` path, whose ``_reject`` reads ``peek_count``.
+every payload through the ``internal_error`` path, whose count reads ``peek_count``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conftest import BUDGETS
 from hypothesis import strategies as st
 from test_fuzz_transitions import payloads
 
-from edge_rl.learner.ingest.pipeline import Ingest
+from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import decode_transitions, peek_count
@@ -57,13 +57,14 @@ def check_ingest(topic: str, payload: bytes, spec, latest: int) -> None:
         elif header["policy_version"] > latest:
             why = "unknown_policy"
     accepted = ingest.handle(topic, payload)
-    s = ingest.stats
+    s = ingest.stats()
     assert s.rejected["internal_error"] == 0, "an exception escaped the decoder"
     assert set(s.rejected) <= INGEST_REASONS
     if why is None:
         n = fk.parse_header(payload)["n"]
         assert accepted and len(replay) == min(n, replay.capacity) and s.transitions == n
-        assert ingest.handle(topic, payload) is False and s.duplicate_batches == 1  # QoS 1 resend
+        assert ingest.handle(topic, payload) is False  # QoS 1 resend
+        assert ingest.stats().duplicate_batches == 1
         assert len(replay) == min(n, replay.capacity)
     else:
         assert not accepted, f"a malformed batch went into replay: {why}"
@@ -85,14 +86,14 @@ def check_internal_error_path(topic: str, payload: bytes, spec) -> None:
     replay = ReplayBuffer(spec, capacity=1_000)
     ingest = Ingest(spec, replay, TOPICS, latest_version=broken, max_payload_bytes=MAX)
     assert ingest.handle(topic, payload) is False  # must not raise, even on this path
-    assert len(replay) == 0 and ingest.stats.rejected_batches == 1
+    assert len(replay) == 0 and ingest.stats().rejected_batches == 1
 
 
 @pytest.fixture
 def quiet_ingest():
     """Every case is a new Ingest, so each logs its first reject (with a traceback on the
     internal_error path): formatting them is most of the time. The counters are checked."""
-    logger = logging.getLogger("edge_rl.learner.ingest.pipeline")
+    logger = logging.getLogger("edge_rl.learner.ingest")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     yield

@@ -53,9 +53,13 @@ def node_with_data(cfg, run_dir, updates: int = 7) -> LearnerNode:
     reward = rng.normal(size=n).astype(np.float32)
     done = (rng.random(n) < 0.1).astype(np.float32)
     node.replay.add(obs, action, reward, obs[::-1].copy(), done)
-    node.ingest.stats.transitions = n
-    node.ingest.stats.by_actor["pi-01"] = n  # a real board: counts from zero on resume too
-    node.ingest.stats.by_actor["sim-00"] = 7  # the simulated fleet restarts with the learner
+    counted = node.ingest.state()
+    counted["stats"]["transitions"] = n
+    counted["stats"]["by_actor"] = {
+        "pi-01": n,  # a real board: counts from zero on resume too
+        "sim-00": 7,  # the simulated fleet restarts with the learner
+    }
+    node.ingest.load_state(counted)
     for _ in range(updates):
         node.agent.update(node.replay.sample(node.agent.batch_size))
     return node
@@ -85,7 +89,7 @@ def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, m
     second.durable.restore()
     assert second.agent.updates == updates and second.env_steps == 500
     assert len(second.replay) == 500
-    assert second.ingest.stats.by_actor == {"pi-01": 500}  # sim-00 is a new process now
+    assert second.ingest.stats().by_actor == {"pi-01": 500}  # sim-00 is a new process now
     before = agent_arrays(first.agent.agent)
     for name, value in agent_arrays(second.agent.agent).items():
         np.testing.assert_array_equal(value, before[name], err_msg=name)

@@ -79,8 +79,9 @@ def attack(client, topics: Topics, node, log: dict, wait_for) -> None:
     for reason, payload in payloads.items():
         client.publish(topics.transitions("evil"), payload, qos=1).wait_for_publish(5)
         log["sent"].append(reason)
-    rejected = node.ingest.stats.rejected
-    log["batches_counted"] = wait_for(lambda: all(rejected[r] == 1 for r in payloads), 30)
+    log["batches_counted"] = wait_for(
+        lambda: all(node.ingest.stats().rejected[r] == 1 for r in payloads), 30
+    )
     # Not retained: the learner's own control message stays in force.
     bad = MAGIC_CONTROL + b"\x01\x00 not a header"
     client.publish(topics.control, bad, qos=1).wait_for_publish(5)

@@ -272,7 +272,7 @@ def test_a_full_inbox_tells_ingest_what_it_dropped():
 
     from edge_rl.envs import env_spec
     from edge_rl.learner.inbox import Inbox
-    from edge_rl.learner.ingest.pipeline import Ingest
+    from edge_rl.learner.ingest.ingest import Ingest
     from edge_rl.learner.replay import ReplayBuffer
     from edge_rl.telemetry.breakdown import learner_clocks
     from edge_rl.types import TransitionBatch

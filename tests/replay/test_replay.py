@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_rl.learner.ingest.pipeline import Ingest, SeqTracker
+from edge_rl.learner.ingest.dedup import SeqTracker
+from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.specs import EnvSpec
 from edge_rl.types import TransitionBatch
@@ -86,7 +87,7 @@ def test_ingest_accepts_dedups_and_counts_episodes():
     assert ing.handle(topic, encode_transitions(batch(seq=1, done_at=(3,))))
     # a restarted actor (new session) starts at seq 0 again: not a duplicate
     assert ing.handle(topic, encode_transitions(batch(session=2, seq=0)))
-    s = ing.stats
+    s = ing.stats()
     assert (s.batches, s.transitions, len(rb)) == (3, 12, 12)
     assert (s.duplicate_batches, s.duplicate_transitions) == (1, 4)
     # episode 1: 2 steps; episode 2: the 2 leftover steps + 4 steps of seq 1 = 6
@@ -118,18 +119,19 @@ def test_ingest_accepts_dedups_and_counts_episodes():
 def test_ingest_rejects_without_touching_replay(topic, payload, reason):
     ing, rb = make_ingest()
     assert not ing.handle(topic, payload)
-    assert len(rb) == 0 and ing.stats.rejected[reason] == 1 and ing.stats.rejected_batches == 1
+    s = ing.stats()
+    assert len(rb) == 0 and s.rejected[reason] == 1 and s.rejected_batches == 1
 
 
 def test_ingest_staleness_filter():
     ing, _ = make_ingest(latest=10, lag=2)
     assert not ing.handle(TOPICS.transitions("a"), encode_transitions(batch(version=7)))
-    assert ing.stats.rejected["stale"] == 1 and ing.stats.rejected_transitions == 4
+    assert ing.stats().rejected["stale"] == 1 and ing.stats().rejected_transitions == 4
     assert ing.handle(TOPICS.transitions("a"), encode_transitions(batch(version=8, seq=1)))
     # The stale batch was seen: rejected, not missing; its resend is a duplicate.
     assert ing.missing_batches == 0
     assert not ing.handle(TOPICS.transitions("a"), encode_transitions(batch(version=7)))
-    assert ing.stats.rejected["stale"] == 1 and ing.stats.duplicate_batches == 1
+    assert ing.stats().rejected["stale"] == 1 and ing.stats().duplicate_batches == 1
 
 
 def test_ingest_never_raises_on_an_unexpected_error(monkeypatch):
@@ -140,14 +142,14 @@ def test_ingest_never_raises_on_an_unexpected_error(monkeypatch):
 
     monkeypatch.setattr(rb, "add", broken_add)
     assert not ing.handle(TOPICS.transitions("a"), encode_transitions(batch()))
-    assert ing.stats.rejected["internal_error"] == 1
+    assert ing.stats().rejected["internal_error"] == 1
 
 
 def test_ingest_accepts_magnitudes_up_to_its_bounds():
     ing, rb = make_ingest()
     assert ing.handle(TOPICS.transitions("a"), encode_transitions(batch(reward=-1e6)))
     assert ing.handle(TOPICS.transitions("a"), encode_transitions(batch(seq=1, start=9e5)))
-    assert len(rb) == 8 and not ing.stats.rejected
+    assert len(rb) == 8 and not ing.stats().rejected
 
 
 def test_ingest_state_is_bounded_in_actors_and_sessions():
@@ -157,12 +159,12 @@ def test_ingest_state_is_bounded_in_actors_and_sessions():
         assert ing.handle(TOPICS.transitions(actor), encode_transitions(batch(actor=actor)))
     # A third id is refused before any state is kept for it.
     assert not ing.handle(TOPICS.transitions("c"), encode_transitions(batch(actor="c")))
-    assert ing.stats.rejected["too_many_actors"] == 1 and len(rb) == 8
+    assert ing.stats().rejected["too_many_actors"] == 1 and len(rb) == 8
     # Restarts of "a": only its two newest sessions are tracked.
     for session in (2, 3, 4):
         payload = encode_transitions(batch(actor="a", session=session))
         assert ing.handle(TOPICS.transitions("a"), payload)
-    assert sorted(k for k in ing._seqs if k[0] == "a") == [("a", 3), ("a", 4)]
+    assert sorted((a, n) for a, n, *_ in ing.state()["seqs"] if a == "a") == [("a", 3), ("a", 4)]
 
 
 def test_ingest_keeps_what_the_learner_itself_lost_per_actor_session():

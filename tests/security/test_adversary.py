@@ -190,8 +190,9 @@ def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict, wa
     bad = json.dumps({"actor_id": INTRUDER, "state": "running", "env_steps": "a lot"}).encode()
     version = SCHEMA_VERSION.to_bytes(2, "little")
     send(status, MAGIC_STATUS + version + len(bad).to_bytes(4, "little") + bad, "mistyped status")
-    rejected = node.ingest.stats.rejected
-    log["ingest_counted"] = wait_for(lambda: all(rejected[r] >= 1 for r in own), 30)
+    log["ingest_counted"] = wait_for(
+        lambda: all(node.ingest.stats().rejected[r] >= 1 for r in own), 30
+    )
     log["status_counted"] = wait_for(lambda: node.fleet.status_rejected >= 2, 30)
     log["attacked_at"] = node.env_steps
 
@@ -264,7 +265,7 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
     sent_by_honest = sum(a["transitions_sent"] for a in actors.values())
     assert len(node.replay) == summary["transitions_received"] == cfg.total_env_steps
     assert sent_by_honest == cfg.total_env_steps + summary["transitions_over_budget"]
-    assert node.ingest.stats.by_actor.keys() <= set(HONEST)
+    assert node.ingest.stats().by_actor.keys() <= set(HONEST)
     # No actor acted on a policy the learner did not sign: every accepted transition carries
     # a version the learner published, and each actor reports one of those.
     lines = (tmp_path / "run" / "publishes.jsonl").read_text().splitlines()

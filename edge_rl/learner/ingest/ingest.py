@@ -1,0 +1,176 @@
+"""Ingest: one transition payload from the bus into replay. Runs on the ingest thread.
+
+    ingest = Ingest.for_run(cfg, spec, replay, latest_version=lambda: broadcast.version, run_id)
+    while running:                          # the ingest thread (learner/inbox.py)
+        topic, payload = queue.get()
+        if ingest.handle(topic, payload):   # never raises: a reject is counted by reason
+            check_budget()
+
+``handle`` in data-flow order:
+
+    decode_transitions   CodecError: bytes that are not a batch of this env (wire/)
+    Validator.origin     Rejected: another actor's topic, another run start, out of bounds
+    Admission.admit      Rejected: too_many_actors; an actor's oldest session forgotten
+    Dedup.first_time     a resend is counted as a duplicate, not as a reject
+    Validator.version    Rejected: unknown_policy, stale; the batch was seen (no gap), and
+                         its transitions are the learner's own loss (lost.py)
+    Accounting           the budget cut, then replay.add, then the counters and episodes
+
+Both exceptions are counted per reason and logged once per reason (protocol.md §7); any
+other exception is counted as ``internal_error`` and logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Set
+
+from edge_rl.config import RunConfig
+from edge_rl.learner.ingest.accounting import Accounting, IngestStats
+from edge_rl.learner.ingest.admission import Admission
+from edge_rl.learner.ingest.dedup import Dedup
+from edge_rl.learner.ingest.lost import LearnerLosses
+from edge_rl.learner.ingest.validate import Rejected, Validator
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.specs import EnvSpec
+from edge_rl.types import TransitionBatch
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import decode_transitions, peek_count
+
+log = logging.getLogger(__name__)
+
+
+class Ingest:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        replay: ReplayBuffer,
+        topics: Topics,
+        latest_version: Callable[[], int],
+        max_payload_bytes: int = 1_000_000,
+        max_policy_lag: int | None = None,
+        max_abs_observation: float = 1e6,
+        max_abs_reward: float = 1e6,
+        max_actors: int = 10_000,
+        max_sessions_per_actor: int = 8,
+        max_transitions: int | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        """``max_transitions``: the run's budget; a batch that crosses it is cut there.
+        ``run_id``: only batches stepped for this start of the run are taken."""
+        self.spec = spec
+        self.replay = replay
+        self.max_payload_bytes = max_payload_bytes
+        self.validate = Validator(
+            topics, run_id, latest_version, max_policy_lag, max_abs_observation, max_abs_reward
+        )
+        self.admission = Admission(max_actors, max_sessions_per_actor)
+        self.dedup = Dedup()
+        self.accounting = Accounting(max_transitions)
+        self.learner_losses = LearnerLosses(max_actors, topics)  # what the learner itself lost
+
+    @classmethod
+    def for_run(
+        cls,
+        cfg: RunConfig,
+        spec: EnvSpec,
+        replay: ReplayBuffer,
+        latest_version: Callable[[], int],
+        run_id: str,
+    ) -> Ingest:
+        """The learner's ingest: limits from the run config."""
+        return cls(
+            spec,
+            replay,
+            Topics(cfg.transport.root, cfg.run),
+            latest_version,
+            max_payload_bytes=cfg.transport.max_payload_bytes,
+            max_policy_lag=cfg.max_policy_lag,
+            max_abs_observation=cfg.max_abs_observation,
+            max_abs_reward=cfg.max_abs_reward,
+            max_actors=cfg.fleet.max_actors,
+            max_transitions=cfg.total_env_steps,
+            run_id=run_id,
+        )
+
+    def handle(self, topic: str, payload: bytes) -> bool:
+        """Ingest one transition payload; True when it went into replay. Never raises."""
+        try:
+            return self._handle(topic, payload)
+        except (CodecError, Rejected) as e:
+            self.accounting.reject(e.reason, str(e), peek_count(payload))
+        except Exception as e:  # noqa: BLE001 - a payload must never kill the ingest thread
+            log.exception("unexpected error ingesting a batch from %s", topic)
+            message = f"internal_error: {type(e).__name__}: {e}"
+            self.accounting.reject("internal_error", message, peek_count(payload))
+        return False
+
+    def _handle(self, topic: str, payload: bytes) -> bool:
+        batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
+        self.validate.origin(topic, batch)  # until it passes, seq is untrusted: a gap stays
+        key = (batch.actor_id, batch.session)
+        for old in self.admission.admit(*key):
+            self.dedup.forget(old)
+            self.accounting.forget(old)
+        if not self.dedup.first_time(key, batch.seq):
+            self.accounting.duplicate(len(batch))
+            return False
+        self._check_version(batch)
+        n = self.accounting.within_budget(len(batch))
+        if n == 0:
+            return False
+        b = batch
+        self.replay.add(b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n])
+        self.accounting.accepted(key, b.reward[:n], (b.terminated | b.truncated)[:n])
+        return True
+
+    def _check_version(self, batch: TransitionBatch) -> None:
+        """A refused version: sent, seen, never trained on, so lost for certain."""
+        try:
+            self.validate.version(batch)
+        except Rejected:
+            self.learner_losses.note(batch.actor_id, batch.session, len(batch))
+            raise
+
+    # --- readers on other threads --------------------------------------------------------
+
+    @property
+    def transitions(self) -> int:
+        """Transitions in replay: the run's env steps."""
+        return self.accounting.transitions
+
+    def received(self) -> tuple[int, dict[str, int]]:
+        """Transitions in replay, in all and from each actor's current session."""
+        return self.accounting.received()
+
+    def lost(self) -> dict[str, int]:
+        """What the learner itself lost of each actor's current session (lost.py)."""
+        return self.learner_losses.current(self.accounting.session_of)
+
+    def recent_return(self, n: int = 20) -> float | None:
+        return self.accounting.recent_return(n)
+
+    def returns_since(self, seen: int) -> tuple[list[float], int]:
+        return self.accounting.returns_since(seen)
+
+    def stats(self) -> IngestStats:
+        return self.accounting.stats()
+
+    @property
+    def missing_batches(self) -> int:
+        return self.dedup.stats().missing_batches
+
+    # --- durable runs (learner/durable.py): JSON-able, taken with ingest paused ---------
+
+    def state(self) -> dict:
+        """The parts' states in one flat dict: "stats", "session_of", "episode_returns"
+        (accounting), "sessions" (admission), "seqs" (dedup)."""
+        return {**self.accounting.state(), **self.admission.state(), **self.dedup.state()}
+
+    def load_state(self, state: Mapping, restarted: Set[str] = frozenset()) -> None:
+        """``restarted``: actors whose processes are new (the resumed learner's own
+        simulated fleet): their sessions are forgotten, and their credit starts over."""
+        self.accounting.load_state(state, restarted)
+        self.admission.load_state(state, restarted)
+        self.dedup.load_state(state, restarted)
