@@ -10,8 +10,8 @@
 
 The control message (run state and run id) and each actor's credit grant, on its own
 topic, are retained: an actor that (re)connects reads both at once. Credit
-(``CreditLedger``) lets the fleet produce at most
-``learning_starts + max_lag_transitions + updates / replay_ratio`` transitions in all,
+(``CreditLedger``) lets the fleet produce at most ``max_lag_transitions`` more
+transitions than the updates done so far have paid for (``RunConfig.env_steps_paying_for``),
 never more than the budget. An actor not known yet gets none: it announces itself with a
 status of this run on its own topic and is granted credit in the next round. Statuses of
 another run start are ignored; of two live processes under one id, the newcomer is
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -226,8 +225,7 @@ class FleetControl:
 
     def _credit(self, updates: int) -> dict[str, int]:  # holds _lock
         cfg = self.cfg
-        allowed = cfg.learning_starts + cfg.max_lag_transitions
-        allowed += math.ceil(updates / cfg.replay_ratio)
+        allowed = cfg.env_steps_paying_for(updates) + cfg.max_lag_transitions
         allowed = min(allowed, cfg.total_env_steps)
         received, by_actor = self._received()
         # Only actors that announced themselves on their own status topic (which the broker's

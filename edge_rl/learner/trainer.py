@@ -4,8 +4,8 @@
     trainer.train_for(0.05)     # main thread: updates until the target or the deadline
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 
-The target is ``replay_ratio × (env_steps received − learning_starts)`` updates: a count of
-transitions, not of seconds, so a busy machine trains later, never less.
+The target is the updates the transitions received pay for (``RunConfig.updates_paid_by``):
+a count of transitions, not of seconds, so a busy machine trains later, never less.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Trainer:
         self.losses: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
 
     def target(self) -> int:
-        return int(self.cfg.replay_ratio * max(0, self._env_steps() - self.cfg.learning_starts))
+        return self.cfg.updates_paid_by(self._env_steps())
 
     def train_for(self, seconds: float) -> None:
         self._lap("other")  # what the main thread did since its last lap: control, ticks
