@@ -28,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from edge_rl.config import RunConfig
 from edge_rl.learner.credit import CreditLedger
@@ -40,6 +41,18 @@ from edge_rl.wire.topics import Topics
 log = logging.getLogger(__name__)
 
 Publish = Callable[..., bool]  # Transport.publish
+
+
+@dataclass(frozen=True)
+class FleetStats:
+    status_rejected: int  # undecodable, or not from its own actor's topic
+    status_other_run: int  # of another run start (or none yet): ignored
+    actor_sessions_refused: int  # second live processes under one id (identity.py)
+    credit_written_off: int  # sent, never received, granted again
+    actors: Mapping[str, ActorStatus]  # each actor's last status
+    breakdowns: Mapping[str, Mapping[str, float]]  # each actor's last runtime breakdown
+
+
 Received = Callable[[], tuple[int, Mapping[str, int]]]  # (total, by actor) in replay
 
 
@@ -114,14 +127,18 @@ class FleetControl:
             if status.breakdown:
                 self._breakdowns[status.actor_id] = status.breakdown
 
-    def counts(self) -> dict[str, int]:
-        """For the summary: statuses refused, ignored, and duplicate ids refused."""
+    def stats(self) -> FleetStats:
+        """For the summary: the fleet as last reported, statuses refused or ignored,
+        duplicate ids refused, and the credit written off."""
         with self._lock:
-            return {
-                "status_rejected": self.status_rejected,
-                "status_other_run": self.status_other_run,
-                "actor_sessions_refused": self.ids.refused_sessions,
-            }
+            return FleetStats(
+                status_rejected=self.status_rejected,
+                status_other_run=self.status_other_run,
+                actor_sessions_refused=self.ids.refused_sessions,
+                credit_written_off=sum(self.written_off.values()),
+                actors=dict(self._actors),
+                breakdowns=dict(self._breakdowns),
+            )
 
     def actors(self) -> dict[str, ActorStatus]:
         with self._lock:

@@ -1,6 +1,6 @@
 """Updates at the replay ratio: the learner trains on what the fleet delivered, no faster.
 
-    trainer = Trainer(agent, replay, cfg, env_steps=lambda: ingest.stats.transitions, clocks)
+    trainer = Trainer(algo, replay, cfg, env_steps=lambda: ingest.stats.transitions, clocks)
     trainer.train_for(0.05)     # main thread: updates until the target or the deadline
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 
@@ -22,13 +22,13 @@ from edge_rl.telemetry.breakdown import LapClock
 class Trainer:
     def __init__(
         self,
-        agent: Algo,
+        algo: Algo,
         replay: ReplayBuffer,
         cfg: RunConfig,
         env_steps: Callable[[], int],
         clocks: dict[str, LapClock],  # its laps go to "main"
     ) -> None:
-        self.agent = agent
+        self.algo = algo
         self.replay = replay
         self.cfg = cfg
         self._env_steps = env_steps
@@ -42,13 +42,13 @@ class Trainer:
         self._lap("other")  # what the main thread did since its last lap: control, ticks
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if self.agent.updates >= self.target() or len(self.replay) == 0:
+            if self.algo.updates >= self.target() or len(self.replay) == 0:
                 time.sleep(0.002)
                 self._lap("idle")
                 return
-            self.losses = self.agent.update(self.replay.sample(self.agent.batch_size))
+            self.losses = self.algo.update(self.replay.sample(self.algo.batch_size))
             self._lap("updates")
 
     def pay_in_full(self) -> None:
-        while self.agent.updates < self.target():
+        while self.algo.updates < self.target():
             self.train_for(0.5)
