@@ -35,7 +35,7 @@ class AlgoStats:
 
 
 class Algo:
-    """One learner agent behind the node's interface; subclasses set the rest."""
+    """One algorithm behind the node's interface; subclasses set the rest."""
 
     output_kind: str  # what the deployed model outputs (manifest.output_kind)
     batch_size: int  # transitions one update() call samples
