@@ -181,7 +181,7 @@ def checkpoint_cost(repeats: int = 5) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         node = LearnerNode(cfg, MemoryBroker().connect, Path(tmp) / "run")
-        node.publisher.wait_ready(timeout=120)  # its TensorFlow import: not next to the timing
+        node.packager.wait_ready(timeout=120)  # its TensorFlow import: not next to the timing
         rng, filled = np.random.default_rng(0), 0
         for n in (0, 10_000, 50_000, 100_000):
             k = n - filled

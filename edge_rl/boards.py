@@ -15,6 +15,7 @@ import dacite
 import yaml
 
 from edge_rl.transport.auth import BrokerAuth
+from edge_rl.wire.topics import DEFAULT_ROOT
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class ActorSection:
     run: str
     env: str
     broker: str
-    root: str = "edge-rl"
+    root: str = DEFAULT_ROOT
 
     def __post_init__(self) -> None:
         for name in ("id", "run", "env", "broker", "root"):

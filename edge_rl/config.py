@@ -5,6 +5,7 @@ cfg = load_run_config("examples/cartpole_dqn.yaml")   # ValueError names the bad
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
 from edge_rl.telemetry.carbon import EnergyConfig
 from edge_rl.transport.auth import BrokerAuth  # standard library only
-from edge_rl.wire.topics import check_name  # pure: no MQTT
+from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, check_name  # pure: no MQTT
 
 MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
 
@@ -47,7 +48,7 @@ class FleetConfig:
 
 @dataclass(frozen=True)
 class TransportConfig:
-    root: str = "edge-rl"  # topics live under <root>/<run>/
+    root: str = DEFAULT_ROOT  # topics live under <root>/<run>/
     max_payload_bytes: int = 1_000_000  # larger transition batches are rejected
     ingest_queue: int = 2_000  # payloads buffered between paho's thread and ingest
     # Largest MQTT packet: the embedded broker's max_packet_size and what the learner's
@@ -133,7 +134,7 @@ class CheckpointConfig:
 class RunConfig:
     env_id: str
     algo: str = "dqn"
-    run: str = "default"  # topic level under transport.root; one run per name on a broker
+    run: str = DEFAULT_RUN  # topic level under transport.root; one run per name on a broker
     seed: int = 0
     # The Ed25519 key (PEM) that signs every policy, made (mode 0600) if the file is missing;
     # its public half, beside it as .pub, is what each board verifies with. None: a key of
@@ -197,10 +198,19 @@ class RunConfig:
         if not (self.max_abs_observation > 0 and self.max_abs_reward > 0):
             raise ValueError("max_abs_observation and max_abs_reward must be > 0")
 
+    def updates_paid_by(self, env_steps: int) -> int:
+        """Updates ``env_steps`` received transitions pay for at the replay ratio:
+        ``replay_ratio × (env_steps − learning_starts)``, none before learning starts."""
+        return int(self.replay_ratio * max(0, env_steps - self.learning_starts))
+
+    def env_steps_paying_for(self, updates: int) -> int:
+        """The fewest received transitions that pay for ``updates`` (the inverse)."""
+        return self.learning_starts + math.ceil(updates / self.replay_ratio)
+
     @property
     def total_updates(self) -> int:
         """The learner's update budget: what compression schedules are fractions of."""
-        return max(1, int(self.replay_ratio * max(0, self.total_env_steps - self.learning_starts)))
+        return max(1, self.updates_paid_by(self.total_env_steps))
 
 
 def run_config_from_dict(data: dict[str, Any]) -> RunConfig:

@@ -6,7 +6,7 @@ Nothing here knows how it is encoded; ``edge_rl.wire.transitions`` does that.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -161,3 +161,22 @@ class ReplaySample(NamedTuple):
     reward: np.ndarray  # [B] float32
     next_obs: np.ndarray  # [B, *obs_shape] float32
     terminated: np.ndarray  # [B] float32, 1.0 where the episode ended in a terminal state
+
+
+@dataclass(frozen=True)
+class PartState:
+    """What one stateful part of the learner puts into a checkpoint and takes back from it
+    (the ``Saveable`` of DeepMind Acme, ``acme.core.Saveable``): JSON-able counters, named
+    numpy arrays, and named byte strings stored as they are (policy bundles as sent)."""
+
+    json: Any
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+
+
+class Saveable(Protocol):
+    """A part that owns its checkpointed state."""
+
+    def state(self) -> PartState: ...
+
+    def load_state(self, state: PartState) -> None: ...

@@ -46,7 +46,7 @@ from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorState, ActorStatus, TransitionBatch
 from edge_rl.wire.messages import encode_status
 from edge_rl.wire.signing import Verifier
-from edge_rl.wire.topics import Topics
+from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, Topics
 from edge_rl.wire.transitions import encode_transitions
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,8 @@ class ActorOptions:
     actor_id: str
     env: str  # gymnasium id or "package.module:callable"
     broker: str  # mqtt://HOST:PORT
-    root: str = "edge-rl"
-    run: str = "default"
+    root: str = DEFAULT_ROOT
+    run: str = DEFAULT_RUN
     seed: int | None = None
     max_env_steps: int | None = None  # stop by itself after this many steps (tests)
     policy_key: str | None = None  # learner's public key (PEM); default: the board file's

@@ -5,13 +5,17 @@
     net = algo.policy_network                     # what is exported and deployed
     exploration = algo.exploration(env_steps)     # goes into the manifest
     ok, report = algo.check(exported, net, obs)   # LiteRT parity gate before publishing
+    algo.state(), algo.load_state(s), algo.stats()  # checkpoint and summary
 
-The update math lives in ``edge_rl.agents``; this only adapts it to the node.
+``algo.learner`` is the TensorFlow learner (``DQNLearner``, ``TD3Learner``): the update
+math lives in ``edge_rl.agents``; this only adapts it to the node, with the compressor
+that constrains its policy network when the config asks for one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,15 +24,22 @@ from edge_rl.config import RunConfig
 from edge_rl.export.parity import check_action_parity, check_q_parity
 from edge_rl.export.tflite import ExportedModel
 from edge_rl.specs import EnvSpec
-from edge_rl.types import ReplaySample
+from edge_rl.types import PartState, ReplaySample
+
+
+@dataclass(frozen=True)
+class AlgoStats:
+    updates: int
+    skipped: int  # not applied: a loss or gradient was not finite
+    compression: dict[str, Any] | None  # the compressor's summary; None without compression
 
 
 class Algo:
-    """One learner agent behind the node's interface; subclasses set the rest."""
+    """One algorithm behind the node's interface; subclasses set the rest."""
 
     output_kind: str  # what the deployed model outputs (manifest.output_kind)
     batch_size: int  # transitions one update() call samples
-    agent: Any  # DQNLearner | TD3Learner
+    learner: Any  # the TensorFlow learner: DQNLearner | TD3Learner
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
@@ -37,25 +48,25 @@ class Algo:
 
     @property
     def updates(self) -> int:
-        return self.agent.updates
+        return self.learner.updates
 
     @property
     def skipped(self) -> int:
         """Updates not applied: their loss or a gradient was not finite."""
-        return self.agent.skipped
+        return self.learner.skipped
 
     @property
     def policy_network(self) -> Any:
         raise NotImplementedError
 
     def compile(self) -> None:
-        self.agent.compile()
+        self.learner.compile()
 
     def update(self, batch: ReplaySample) -> dict[str, float]:
         """One compiled call on ``batch`` (``batch_size`` transitions)."""
-        metrics = self.agent.update(batch)
+        metrics = self.learner.update(batch)
         if self.compressor is not None:
-            self.compressor.on_updates(self.agent.updates)  # transition, mask updates
+            self.compressor.on_updates(self.learner.updates)  # transition, mask updates
         return metrics
 
     def compression(self) -> float | None:
@@ -82,7 +93,7 @@ class Algo:
         self.compressor = Compressor(
             self.cfg.compression, self.policy_network, self.cfg.total_updates
         )
-        self.agent.constraint = self.compressor.constraint
+        self.learner.constraint = self.compressor.constraint
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         raise NotImplementedError
@@ -92,6 +103,80 @@ class Algo:
     ) -> tuple[bool, dict[str, float]]:
         raise NotImplementedError
 
+    def stats(self) -> AlgoStats:
+        compression = None if self.compressor is None else self.compressor.summary()
+        return AlgoStats(self.updates, self.skipped, compression)
+
+    # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
+
+    def state(self) -> PartState:
+        """The learner's every variable (``learner_arrays``) and update count; with a
+        compressor, its masks, schedule and controller, and the episodes it has seen."""
+        arrays = {f"learner/{k}": v for k, v in learner_arrays(self.learner).items()}
+        meta: dict[str, Any] = {"updates": self.learner.updates, "compressor": None}
+        if self.compressor is not None:
+            c_arrays, meta["compressor"] = self.compressor.state()
+            arrays |= {f"compressor/{k}": v for k, v in c_arrays.items()}
+            meta["episodes_seen"] = self._episodes_seen
+        return PartState(meta, arrays)
+
+    def load_state(self, state: PartState) -> None:
+        """ValueError when the saved variables or compression are not this algo's."""
+        groups: dict[str, dict[str, np.ndarray]] = {"learner": {}, "compressor": {}}
+        for key, value in state.arrays.items():
+            group, _, name = key.partition("/")
+            groups.setdefault(group, {})[name] = value
+        meta = state.json
+        if (meta["compressor"] is None) != (self.compressor is None):
+            raise ValueError("compression was saved with another method than this config's")
+        load_learner_arrays(self.learner, groups["learner"])
+        self.learner.updates = int(meta["updates"])
+        if self.compressor is not None:
+            self.compressor.load_state(groups["compressor"], meta["compressor"])
+            self._episodes_seen = int(meta["episodes_seen"])
+
+
+def learner_variables(learner: Any) -> dict[str, list]:
+    """Every piece of a TensorFlow learner's state, by attribute name, in a stable order:
+    each Keras model's weights, each optimiser's variables (iterations, Adam slots), each
+    tf.random.Generator's state and each tf.Variable, so that the next update after a
+    restore is the one the run would have taken."""
+    import keras
+    import tensorflow as tf
+
+    found: dict[str, list] = {}
+    for name, v in sorted(vars(learner).items()):
+        if isinstance(v, keras.Model):
+            found[name] = list(v.weights)  # trainable and not (a frozen rescale layer)
+        elif isinstance(v, keras.optimizers.Optimizer):
+            found[name] = list(v.variables)  # iterations and the Adam slots
+        elif isinstance(v, tf.random.Generator):
+            found[name] = [v.state]
+        elif isinstance(v, tf.Variable):
+            found[name] = [v]
+    return found
+
+
+def learner_arrays(learner: Any) -> dict[str, np.ndarray]:
+    return {
+        f"{name}/{i}": np.asarray(var.numpy())
+        for name, variables in learner_variables(learner).items()
+        for i, var in enumerate(variables)
+    }
+
+
+def load_learner_arrays(learner: Any, arrays: dict[str, np.ndarray]) -> None:
+    variables = learner_variables(learner)
+    expected = {f"{n}/{i}" for n, vs in variables.items() for i in range(len(vs))}
+    if expected != set(arrays):
+        raise ValueError(f"the learner's variables differ: {sorted(expected ^ set(arrays))}")
+    for name, vs in variables.items():
+        for i, var in enumerate(vs):
+            value = arrays[f"{name}/{i}"]
+            if tuple(value.shape) != tuple(var.shape):
+                raise ValueError(f"{name}/{i}: shape {value.shape} saved, {var.shape} here")
+            var.assign(value)
+
 
 class DQNAlgo(Algo):
     output_kind = "q_values"
@@ -100,14 +185,14 @@ class DQNAlgo(Algo):
         from edge_rl.agents.dqn.learning import DQNLearner
 
         super().__init__(cfg)
-        self.agent = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
+        self.learner = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
         self.batch_size = cfg.dqn.batch_size
         self._compress()
-        self.agent.sync_target()  # the target starts from the (circulant) online weights
+        self.learner.sync_target()  # the target starts from the (circulant) online weights
 
     @property
     def policy_network(self) -> Any:
-        return self.agent.q_network
+        return self.learner.q_network
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         from edge_rl.agents.dqn.config import epsilon_at
@@ -129,17 +214,17 @@ class TD3Algo(Algo):
         from edge_rl.agents.td3.learning import TD3Learner
 
         super().__init__(cfg)
-        self.agent = TD3Learner(spec, cfg.td3, seed=cfg.seed)
+        self.learner = TD3Learner(spec, cfg.td3, seed=cfg.seed)
         # One call takes updates_per_call gradient steps, each on its own minibatch.
         self.batch_size = cfg.td3.batch_size * cfg.td3.updates_per_call
         self.half_range = (np.asarray(spec.action_high) - np.asarray(spec.action_low)) / 2
         self._compress()
-        actor = self.agent.actor_network  # the target starts from the (circulant) weights
-        self.agent.actor_target.set_weights(actor.get_weights())
+        actor = self.learner.actor_network  # the target starts from the (circulant) weights
+        self.learner.actor_target.set_weights(actor.get_weights())
 
     @property
     def policy_network(self) -> Any:
-        return self.agent.actor_network
+        return self.learner.actor_network
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         return {"sigma": self.cfg.td3.exploration_sigma}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from edge_rl.broker.executables import find_mosquitto_passwd
 from edge_rl.transport.auth import BrokerAuth, write_private
-from edge_rl.wire.topics import Topics, check_name
+from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, Topics, check_name
 
 
 def check_username(name: str) -> str:
@@ -43,8 +43,8 @@ class BrokerAccounts:
     """Who may use an embedded broker: one learner and these actors, in one run."""
 
     actors: tuple[str, ...]
-    root: str = "edge-rl"
-    run: str = "default"
+    root: str = DEFAULT_ROOT
+    run: str = DEFAULT_RUN
     learner: str = "learner"
 
     def __post_init__(self) -> None:

@@ -24,6 +24,7 @@ from edge_rl.boards import load_board
 from edge_rl.deploy import cloudinit
 from edge_rl.deploy.reference import record
 from edge_rl.deploy.wheelhouse import link_into
+from edge_rl.wire.topics import DEFAULT_ROOT
 
 SECRETS = ("client.key", "password")
 CRED_FILES = ("ca.crt", "client.crt", "client.key", "password")
@@ -38,7 +39,7 @@ class FlashSpec:
     policy_key: Path  # the learner's public key (PEM)
     creds: Path  # the deployment's edge-rl credentials directory
     out: Path  # bundles go to out/<actor id>/
-    root: str = "edge-rl"
+    root: str = DEFAULT_ROOT
     wifi: tuple[str, str, str] | None = None  # ssid, password, country
     ssh_key: str | None = None  # an admin login's public key (user-data)
 

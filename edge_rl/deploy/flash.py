@@ -23,7 +23,7 @@ from edge_rl.deploy.reference import reference_model
 from edge_rl.transport.address import parse_broker_address
 from edge_rl.transport.auth import read_password_file
 from edge_rl.wire.signing import Verifier
-from edge_rl.wire.topics import Topics
+from edge_rl.wire.topics import DEFAULT_ROOT, Topics
 
 SOURCE = Path(__file__).resolve().parents[2]  # the source tree, in a checkout
 
@@ -37,7 +37,7 @@ class FlashOptions:
     policy_key: Path
     creds: Path
     out: Path
-    root: str = "edge-rl"
+    root: str = DEFAULT_ROOT
     ids: list[str] | None = None
     count: int | None = None
     prefix: str = "pi"

@@ -1,13 +1,14 @@
 """One checkpoint directory per run, written atomically: ``RUN_DIR/checkpoint/``.
 
-    ck = Checkpoint(run_dir, header_for(cfg))
-    ck.save(arrays={"agent": {...}, "replay": {...}}, state={...}, blobs={"v3.bundle": b"..."})
+    ck = Checkpoint(RunDir(path), header_for(cfg))
+    ck.save({"replay": PartState(meta, arrays), "broadcast": PartState(meta, blobs=...)})
     saved = ck.load()        # CheckpointError: none there, or another edge-rl version/config
-    saved.header, saved.arrays["agent"], saved.state, saved.blobs["v3.bundle"]
+    saved.header, saved.parts["replay"]
 
-Layout: ``header.json`` (edge_rl_version, format, algo, env_id, run, config_hash,
-identity, and the counters a person looks for), ``state.json`` (counters, JSON), one
-``NAME.npz`` per group of arrays, ``blobs/`` (policy bundles and models as sent).
+Layout (format 2): ``header.json`` (edge_rl_version, format, algo, env_id, run,
+config_hash, identity, and the counters a person looks for), ``state.json`` (each part's
+JSON, by part name), one ``PART.npz`` per part with arrays, ``blobs/PART/`` (a part's byte
+strings as they are: policy bundles and models as sent).
 
 Atomic: everything goes to ``checkpoint.tmp/`` (each file fsynced), then the previous
 ``checkpoint/`` is renamed to ``checkpoint.old/``, the new one into place, the directory
@@ -32,9 +33,10 @@ import numpy as np
 
 from edge_rl import __version__
 from edge_rl.config import RunConfig
+from edge_rl.learner.run_dir import RunDir
+from edge_rl.types import PartState
 
-FORMAT = 1  # of the directory's layout; bump it when a reader of the last one cannot read it
-NAME = "checkpoint"
+FORMAT = 2  # of the directory's layout; bump it when a reader of the last one cannot read it
 
 
 class CheckpointError(ValueError):
@@ -64,40 +66,42 @@ def header_for(cfg: RunConfig, run_id: str | None = None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Saved:
     header: dict[str, Any]
-    state: dict[str, Any]
-    arrays: dict[str, dict[str, np.ndarray]]
-    blobs: dict[str, bytes]
+    parts: dict[str, PartState]  # by part name
 
 
 class Checkpoint:
-    def __init__(self, run_dir: Path, header: dict[str, Any]) -> None:
-        self.run_dir = Path(run_dir)
+    def __init__(self, run_dir: RunDir, header: dict[str, Any]) -> None:
+        self.run_dir = run_dir
         self.header = header
-        self.path = self.run_dir / NAME
-        self._tmp = self.run_dir / f"{NAME}.tmp"
-        self._old = self.run_dir / f"{NAME}.old"
+        self.path = run_dir.checkpoint
+        self._tmp = run_dir.checkpoint_tmp
+        self._old = run_dir.checkpoint_old
 
     @staticmethod
     def exists(run_dir: Path) -> bool:
-        return any((Path(run_dir) / f"{NAME}{s}" / "header.json").exists() for s in ("", ".old"))
+        run = RunDir(run_dir)
+        return any((p / "header.json").exists() for p in (run.checkpoint, run.checkpoint_old))
 
     def save(
         self,
-        arrays: dict[str, dict[str, np.ndarray]],
-        state: dict[str, Any],
-        blobs: dict[str, bytes],
+        parts: dict[str, PartState],
         **counters: Any,  # into the header too: env_steps, updates, policy_version, ...
     ) -> float:
         """Write a complete checkpoint; the seconds it took."""
         t0 = time.perf_counter()
         shutil.rmtree(self._tmp, ignore_errors=True)  # a save that died half-way
         (self._tmp / "blobs").mkdir(parents=True)
-        for group, named in arrays.items():
-            with open(self._tmp / f"{group}.npz", "wb") as f:
-                np.savez(f, **named)
-                _sync(f)
-        for name, data in blobs.items():
-            _write(self._tmp / "blobs" / name, data)
+        for name, part in parts.items():
+            if part.arrays:
+                with open(self._tmp / f"{name}.npz", "wb") as f:
+                    np.savez(f, **part.arrays)
+                    _sync(f)
+            if part.blobs:
+                (self._tmp / "blobs" / name).mkdir()
+                for key, data in part.blobs.items():
+                    _write(self._tmp / "blobs" / name / key, data)
+                _sync_dir(self._tmp / "blobs" / name)
+        state = {name: part.json for name, part in parts.items()}
         _write(self._tmp / "state.json", json.dumps(state, default=_item).encode())
         header = {**self.header, **counters, "saved_unix": time.time()}
         text = json.dumps(header, indent=2, default=_item)
@@ -108,35 +112,35 @@ class Checkpoint:
             shutil.rmtree(self._old, ignore_errors=True)
             os.replace(self.path, self._old)
         os.replace(self._tmp, self.path)
-        _sync_dir(self.run_dir)
+        _sync_dir(self.run_dir.path)
         shutil.rmtree(self._old, ignore_errors=True)
         return time.perf_counter() - t0
 
     def load(self) -> Saved:
         path = self.path if (self.path / "header.json").exists() else self._old
         if not (path / "header.json").exists():
-            raise CheckpointError(f"no checkpoint in {self.run_dir} (no {NAME}/header.json)")
+            raise CheckpointError(
+                f"no checkpoint in {self.run_dir.path} (no {self.path.name}/header.json)"
+            )
         try:
             header = json.loads((path / "header.json").read_text())
         except (OSError, ValueError) as e:
             raise CheckpointError(f"{path}/header.json is unreadable: {e}") from None
         self.check(header, path)
         try:
-            state = json.loads((path / "state.json").read_text())
-            arrays = {}
-            for f in sorted(path.glob("*.npz")):
-                with np.load(f, allow_pickle=False) as z:
-                    arrays[f.stem] = {k: z[k] for k in z.files}
-            blobs = {f.name: f.read_bytes() for f in sorted((path / "blobs").iterdir())}
+            return Saved(header, _read_parts(path))
         except (OSError, ValueError) as e:
             raise CheckpointError(f"checkpoint {path} is damaged: {e}") from None
-        return Saved(header, state, arrays, blobs)
 
     def check(self, header: dict[str, Any], path: Path) -> None:
         """A clear error naming both sides when the checkpoint is not this learner's."""
         mine = self.header
+        if header.get("format") != mine["format"]:
+            raise CheckpointError(
+                f"checkpoint {path} has layout format {header.get('format')!r}; this edge-rl "
+                f"reads format {mine['format']} only: resume it with the edge-rl that wrote it"
+            )
         for key, what in (
-            ("format", "checkpoint format"),
             ("edge_rl_version", "edge-rl version"),
             ("algo", "algo"),
             ("env_id", "env_id"),
@@ -149,6 +153,24 @@ class Checkpoint:
                     f"learner has {mine[key]!r}: resume it with the edge-rl and the config "
                     f"(RUN_DIR/config.yaml) that wrote it"
                 )
+
+
+def _read_parts(path: Path) -> dict[str, PartState]:
+    state = json.loads((path / "state.json").read_text())
+    parts = {}
+    for name, meta in state.items():
+        arrays: dict[str, np.ndarray] = {}
+        if (path / f"{name}.npz").exists():
+            with np.load(path / f"{name}.npz", allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        blob_dir = path / "blobs" / name
+        blobs = (
+            {f.name: f.read_bytes() for f in sorted(blob_dir.iterdir())}
+            if blob_dir.is_dir()
+            else {}
+        )
+        parts[name] = PartState(meta, arrays, blobs)
+    return parts
 
 
 def _item(x: Any) -> Any:

@@ -10,8 +10,8 @@
 
 The control message (run state and run id) and each actor's credit grant, on its own
 topic, are retained: an actor that (re)connects reads both at once. Credit
-(``CreditLedger``) lets the fleet produce at most
-``learning_starts + max_lag_transitions + updates / replay_ratio`` transitions in all,
+(``CreditLedger``) lets the fleet produce at most ``max_lag_transitions`` more
+transitions than the updates done so far have paid for (``RunConfig.env_steps_paying_for``),
 never more than the budget. An actor not known yet gets none: it announces itself with a
 status of this run on its own topic and is granted credit in the next round. Statuses of
 another run start are ignored; of two live processes under one id, the newcomer is
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from edge_rl.config import RunConfig
 from edge_rl.learner.credit import CreditLedger
@@ -41,6 +41,18 @@ from edge_rl.wire.topics import Topics
 log = logging.getLogger(__name__)
 
 Publish = Callable[..., bool]  # Transport.publish
+
+
+@dataclass(frozen=True)
+class FleetStats:
+    status_rejected: int  # undecodable, or not from its own actor's topic
+    status_other_run: int  # of another run start (or none yet): ignored
+    actor_sessions_refused: int  # second live processes under one id (identity.py)
+    credit_written_off: int  # sent, never received, granted again
+    actors: Mapping[str, ActorStatus]  # each actor's last status
+    breakdowns: Mapping[str, Mapping[str, float]]  # each actor's last runtime breakdown
+
+
 Received = Callable[[], tuple[int, Mapping[str, int]]]  # (total, by actor) in replay
 
 
@@ -115,14 +127,18 @@ class FleetControl:
             if status.breakdown:
                 self._breakdowns[status.actor_id] = status.breakdown
 
-    def counts(self) -> dict[str, int]:
-        """For the summary: statuses refused, ignored, and duplicate ids refused."""
+    def stats(self) -> FleetStats:
+        """For the summary: the fleet as last reported, statuses refused or ignored,
+        duplicate ids refused, and the credit written off."""
         with self._lock:
-            return {
-                "status_rejected": self.status_rejected,
-                "status_other_run": self.status_other_run,
-                "actor_sessions_refused": self.ids.refused_sessions,
-            }
+            return FleetStats(
+                status_rejected=self.status_rejected,
+                status_other_run=self.status_other_run,
+                actor_sessions_refused=self.ids.refused_sessions,
+                credit_written_off=sum(self.written_off.values()),
+                actors=dict(self._actors),
+                breakdowns=dict(self._breakdowns),
+            )
 
     def actors(self) -> dict[str, ActorStatus]:
         with self._lock:
@@ -226,8 +242,7 @@ class FleetControl:
 
     def _credit(self, updates: int) -> dict[str, int]:  # holds _lock
         cfg = self.cfg
-        allowed = cfg.learning_starts + cfg.max_lag_transitions
-        allowed += math.ceil(updates / cfg.replay_ratio)
+        allowed = cfg.env_steps_paying_for(updates) + cfg.max_lag_transitions
         allowed = min(allowed, cfg.total_env_steps)
         received, by_actor = self._received()
         # Only actors that announced themselves on their own status topic (which the broker's

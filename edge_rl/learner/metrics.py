@@ -1,9 +1,12 @@
 """The learner's once-a-second row: metrics.csv, TensorBoard and the live view.
 
-meter = Meter(ingest, trainer, broadcast, fleet, inbox, view)
-meter.start()              # the run's clock (summary.json's wall_s) starts here (or goes on)
-meter.losses = agent.update(replay.sample(agent.batch_size))
-meter.tick(metrics_log)    # at most once a second unless forced
+    meter = Meter(ingest, trainer, broadcast, fleet, inbox, view)
+    meter.start()              # the run's clock (summary.json's wall_s) starts here
+    meter.tick(metrics_log)    # at most once a second unless forced
+    meter.elapsed()            # the run's wall time, a resumed run's earlier starts included
+
+The losses are the trainer's last; the run's wall time before this process is the
+meter's checkpointed state (``state``/``load_state``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.trainer import Trainer
 from edge_rl.telemetry.logs import MetricsLog
 from edge_rl.telemetry.progress import LiveView
+from edge_rl.types import PartState
 
 METRICS = [
     "wall_s",
@@ -53,7 +57,7 @@ class Meter:
     ) -> None:
         self.ingest = ingest
         self.trainer = trainer
-        self.agent = trainer.agent
+        self.algo = trainer.algo
         self.broadcast = broadcast
         self.fleet = fleet
         self.inbox = inbox
@@ -61,11 +65,11 @@ class Meter:
         self._t0 = time.monotonic()
         self._rate = (self._t0, 0)  # (time, updates) at the last tick
         self._next_tick = 0.0
+        self._before = 0.0  # the run's wall time before this process (a resumed run)
 
-    def start(self, offset_s: float = 0.0) -> None:
-        """``offset_s``: the run's wall time before this process (a resumed run)."""
-        self._t0 = time.monotonic() - offset_s
-        self._rate = (time.monotonic(), self.agent.updates)
+    def start(self) -> None:
+        self._t0 = time.monotonic() - self._before
+        self._rate = (time.monotonic(), self.algo.updates)
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
@@ -76,8 +80,8 @@ class Meter:
             return
         self._next_tick = now + 1.0
         t_prev, u_prev = self._rate
-        self._rate = (now, self.agent.updates)
-        row = self.row(now, (self.agent.updates - u_prev) / max(now - t_prev, 1e-9))
+        self._rate = (now, self.algo.updates)
+        row = self.row(now, (self.algo.updates - u_prev) / max(now - t_prev, 1e-9))
         log.write(row, step=row["env_steps"])
         if self.view is not None:
             self.view.update(row, self.fleet.actors())
@@ -91,7 +95,7 @@ class Meter:
             "env_steps": s.transitions,
             "episodes": s.episodes,
             "recent_return": float("nan") if ret is None else ret,
-            "updates": self.agent.updates,
+            "updates": self.algo.updates,
             "updates_per_s": round(updates_per_s, 1),
             "loss": self.trainer.losses.get("loss", float("nan")),
             "mean_q": self.trainer.losses.get("mean_q", float("nan")),
@@ -101,7 +105,17 @@ class Meter:
             "transitions_duplicate": s.duplicate_transitions,
             "ingest_queue_dropped": self.inbox.dropped,
             "fleet_state": self.fleet.state,
-            "compression": self.agent.compression(),
+            "compression": self.algo.compression(),
             "policy_bytes": len(current.payload) if current else 0,
-            **self.agent.exploration(s.transitions),
+            **self.algo.exploration(s.transitions),
         }
+
+    # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
+
+    def state(self) -> PartState:
+        return PartState({"wall_s": self.elapsed()})
+
+    def load_state(self, state: PartState) -> None:
+        """Before ``start``: the run's clock goes on from the saved wall time."""
+        self._before = float(state.json["wall_s"])
+        self._t0 = time.monotonic() - self._before

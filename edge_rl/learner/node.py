@@ -8,7 +8,10 @@ threads:  transport --(Inbox: bounded queue)--> ingest: decode, validate, dedup,
                 env-step credit for the fleet (fleet_control.py); progress and metrics
           exporter: conversion, parity, broadcast and scoring, while training goes on
 Each thread's wall time is split into buckets by its own LapClock (telemetry/breakdown.py).
-This module only wires the parts and runs the loop; each part says what it does.
+This module only wires the parts and runs the loop; each part says what it does, keeps
+its own checkpointed state (durable.py) and reports its own figures (summary.py).
+``node.algo`` is the algorithm adapter (agents/algo.py), ``node.algo.learner`` its
+TensorFlow learner.
 """
 
 from __future__ import annotations
@@ -22,23 +25,26 @@ from typing import Any
 from edge_rl.agents.algo import make_algo
 from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
-from edge_rl.learner.durable import Durable, StopRequest, saved_run_id
+from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, saved_run_id
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.learner.inbox import Inbox
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.metrics import METRICS, Meter
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.exporter import Exporter
-from edge_rl.learner.outbound.packager import PolicyPublisher
-from edge_rl.learner.outbound.selection import ModelSelection
+from edge_rl.learner.outbound.packager import PolicyPackager
+from edge_rl.learner.outbound.selection import ModelSelection, evaluate_policy
 from edge_rl.learner.replay import ReplayBuffer
-from edge_rl.learner.summary import record_of, write_summary
+from edge_rl.learner.run_dir import RunDir
+from edge_rl.learner.summary import InboxCounts, RunRecord, write_summary
 from edge_rl.learner.trainer import Trainer
+from edge_rl.sim.fleet import fleet_ids
 from edge_rl.telemetry import breakdown
 from edge_rl.telemetry.carbon import HostCarbon
 from edge_rl.telemetry.logs import MetricsLog
 from edge_rl.telemetry.progress import LiveView
 from edge_rl.transport.base import Connect
+from edge_rl.types import Saveable
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import SYS_DROPPED, Topics
 
@@ -59,20 +65,20 @@ class LearnerNode:
         stop: StopRequest | None = None,
         resume: bool = False,
     ) -> None:
-        """``signer``: the policy signing key (default: run_dir/signing.key, made if missing).
-        ``stop``: set by a signal, ends the run early; ``resume``: from run_dir/checkpoint,
-        with the run id it had (its actors keep their place)."""
+        """``signer``: the policy signing key (default: the run's, RunDir.signing_key_for,
+        made if missing). ``stop``: set by a signal, ends the run early; ``resume``: from
+        the run directory's checkpoint, with the run id it had (its actors keep their place)."""
         self.cfg = cfg
-        self.run_dir = run_dir
+        self.run_dir = run_dir = RunDir(run_dir)
         self.stop = stop or StopRequest()
         self.resume = resume
         self.run_id = run_id or (resume and saved_run_id(run_dir)) or secrets.token_hex(8)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self.signer = signer or Signer.load_or_create(run_dir / "signing.key")
+        run_dir.mkdir()
+        self.signer = signer or Signer.load_or_create(run_dir.signing_key_for(cfg))
         self.spec = env_spec(cfg.env_id)
         self.topics = topics = Topics(cfg.transport.root, cfg.run)
         self.clocks = breakdown.learner_clocks()  # per thread: main, ingest, exporter
-        self.carbon = HostCarbon(cfg.energy, run_dir)  # fails here on an unknown country
+        self.carbon = HostCarbon(cfg.energy, run_dir.path)  # fails here on an unknown country
         # In data-flow order. The transport first: every part that sends is handed its
         # publish; its handlers are bound to parts made below, before it starts.
         subscriptions = [(t, 1) for t in (topics.all_transitions, topics.all_status)]
@@ -94,15 +100,15 @@ class LearnerNode:
             self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"], self._check_budget
         )
         # replay -> updates -> export -> policy topic -> actors
-        self.agent = make_algo(cfg, self.spec)
-        self.trainer = Trainer(self.agent, self.replay, cfg, lambda: self.env_steps, self.clocks)
-        self.publisher = PolicyPublisher(cfg, self.spec, self.replay, run_dir, self.signer, rid)
-        self.broadcast = PolicyBroadcast(topics, publish, self.publisher, cfg.transport)
-        self.selection = ModelSelection.for_run(cfg)
+        self.algo = make_algo(cfg, self.spec)
+        self.trainer = Trainer(self.algo, self.replay, cfg, lambda: self.env_steps, self.clocks)
+        self.packager = PolicyPackager(cfg, self.spec, self.replay, run_dir, self.signer, rid)
+        self.broadcast = PolicyBroadcast(topics, publish, self.packager, cfg.transport)
+        self.selection = ModelSelection.for_run(cfg, self.packager)
         self.exporter = Exporter(
-            self.agent,
+            self.algo,
             self.replay,
-            self.publisher,
+            self.packager,
             self.broadcast,
             self.selection,
             self.clocks,
@@ -113,9 +119,38 @@ class LearnerNode:
         self.fleet = FleetControl(cfg, topics, publish, self.ingest.received, rid, ingest_lost)
         self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
         self._fleet_alive = fleet_alive or (lambda: True)
-        self.deployed_from: int | None = None  # version whose weights were redeployed
         self.broker_dropped = 0  # $SYS counter of the whole broker, when it publishes one
-        self.durable = Durable(self)  # checkpoints: schedule, save, restore (durable.py)
+        self.durable = Durable(  # checkpoints: schedule, save, restore (durable.py)
+            self._saveable_parts(),
+            run_dir,
+            cfg,
+            rid,
+            pause=self.inbox.paused,
+            headline=self._headline,
+        )
+
+    def _saveable_parts(self) -> dict[str, Saveable]:
+        """What a checkpoint holds, by part, in the order the states are taken: the
+        exporter first (it waits for an export in flight, so that the broadcast and the
+        selection hold still)."""
+        # The learner's own simulated fleet restarts with it: those actors' sessions are new.
+        restarted = set(fleet_ids(self.cfg.fleet.actors)) if self.cfg.fleet.actors else set()
+        ingest = JsonPart(self.ingest.state, lambda s: self.ingest.load_state(s, restarted))
+        return {
+            "exporter": self.exporter,
+            "algo": self.algo,
+            "replay": self.replay,
+            "ingest": ingest,
+            "broadcast": self.broadcast,
+            "selection": self.selection,
+            "packager": self.packager,
+            "meter": self.meter,
+        }
+
+    def _headline(self) -> Headline:
+        return Headline(
+            self.env_steps, self.algo.updates, self.broadcast.version, self.meter.elapsed()
+        )
 
     # --- transport thread: hand over, never work ---------------------------------------
 
@@ -146,29 +181,30 @@ class LearnerNode:
         for clock in self.clocks.values():  # every thread's wall time starts here
             clock.restart()
         self.carbon.start()  # codecarbon, until the summary: the whole run is measured
-        self.agent.compile()  # trace before any data flows: tracing holds the GIL for seconds
+        self.algo.compile()  # trace before any data flows: tracing holds the GIL for seconds
         if self.resume:  # before the transport: versions, counters and replay go on
             self.durable.restore()
-        self.publisher.wait_ready(timeout=120)  # the export worker, started in the background
+        self.packager.wait_ready(timeout=120)  # the export worker, started in the background
         self.transport.start()
         if not self.transport.wait_connected(15):
             self.transport.stop()
             raise ConnectionError(f"cannot reach the MQTT broker at {self.transport.url}")
         if not self.resume:  # an earlier run's retained policy is no one's to load
             self.broadcast.clear()  # (resumed: its own, republished on connect)
-        self.broadcast.continue_after_manifest(self.run_dir / "manifest.json")
+        self.broadcast.continue_after_manifest()
         self.inbox.start()
-        self.fleet.send("running", self.agent.updates)
-        metrics = MetricsLog(self.run_dir, METRICS, append=self.resume)
+        self.fleet.send("running", self.algo.updates)
+        run_dir = self.run_dir
+        metrics = MetricsLog(run_dir.metrics, run_dir.tensorboard, METRICS, append=self.resume)
         self.clocks["main"].lap("setup")
-        self.meter.start(self.durable.wall_before)
+        self.meter.start()
         self.stop.armed = True  # a signal now ends the loop (durable.StopRequest)
         try:
             while self.env_steps < self.cfg.total_env_steps and not self.stop.is_set():
                 self.trainer.train_for(0.05)
-                self.agent.feed_returns(self.ingest.returns_since)
-                self.fleet.send("running", self.agent.updates)  # new credit, if any
-                self.exporter.maybe_export(self.agent.compression())
+                self.algo.feed_returns(self.ingest.returns_since)
+                self.fleet.send("running", self.algo.updates)  # new credit, if any
+                self.exporter.maybe_export(self.algo.compression())
                 self.meter.tick(metrics)
                 if self.fleet.state != "stopped" and not self._fleet_alive():
                     raise RuntimeError("every fleet actor process has exited; see fleet logs")
@@ -186,7 +222,7 @@ class LearnerNode:
             self.fleet.send("stopped")  # (no-op when already stopped)
             self.inbox.stop(timeout=10)
             metrics.close()
-        summary = write_summary(self.run_dir, record_of(self, evaluate=not self.stop.is_set()))
+        summary = write_summary(self.run_dir, self._record(evaluate=not self.stop.is_set()))
         # this process is done: nothing to load
         self.broadcast.clear()
         self.fleet.clear()
@@ -201,7 +237,40 @@ class LearnerNode:
         self.fleet.wait_for_actors(self.inbox.empty, timeout=15)
         lap("idle")
         self.trainer.pay_in_full()
-        self.exporter.export(self.agent.compression(), wait=True)
-        self.deployed_from = self.exporter.deploy_best()
+        self.exporter.export(self.algo.compression(), wait=True)
+        self.exporter.deploy_best()
         self.meter.tick(metrics, force=True)
         self.durable.save(finished=True)
+
+    def _record(self, evaluate: bool) -> RunRecord:
+        """The run at its end, from each part's own figures; with ``evaluate``, the
+        deployed policy's final evaluation."""
+        lap = self.clocks["main"].lap
+        lap("other")
+        cfg, published = self.cfg, self.broadcast.current
+        result = None
+        if published is not None and evaluate:
+            result = evaluate_policy(published, cfg.eval_episodes, cfg.seed + 10_000)
+        lap("evaluate")  # the main thread's breakdown ends here
+        fleet = self.fleet.stats()
+        return RunRecord(
+            cfg=cfg,
+            run_id=self.run_id,
+            wall_s=self.meter.elapsed(),
+            algo=self.algo.stats(),
+            ingest=self.ingest.stats(),
+            batches_missing=self.ingest.missing_batches,
+            inbox=InboxCounts(self.inbox.dropped, self.inbox.dropped_transitions),
+            broker_dropped=self.broker_dropped,
+            fleet=fleet,
+            broadcast=self.broadcast.stats(),
+            selection=self.selection.stats(),
+            exporter=self.exporter.stats(),
+            packager=self.packager.stats(),
+            runtime_breakdown=breakdown.runtime_breakdown(self.clocks, fleet.breakdowns),
+            host_energy=self.carbon.stop(),
+            intensity=self.carbon.intensity,
+            final_eval=result,
+            durable=self.durable.stats(),
+            interrupted=self.stop.is_set(),
+        )

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from edge_rl.specs import EnvSpec
-from edge_rl.types import ReplaySample
+from edge_rl.types import PartState, ReplaySample
 
 
 class ReplayBuffer:
@@ -89,18 +89,12 @@ class ReplayBuffer:
 
     # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
 
-    def snapshot(self) -> tuple[dict[str, np.ndarray], dict]:
+    def state(self) -> PartState:
         """The filled part as it lies (slots 0..len-1, so that sampling after a restore
         draws the same transitions), and the ring's position and sampling rng."""
         with self._lock:
             n = self._size
-            arrays = {
-                "obs": self._obs[:n].copy(),
-                "action": self._action[:n].copy(),
-                "reward": self._reward[:n].copy(),
-                "next_obs": self._next_obs[:n].copy(),
-                "terminated": self._terminated[:n].copy(),
-            }
+            arrays = {name: column[:n].copy() for name, column in self._columns().items()}
             meta = {
                 "next": self._next,
                 "size": n,
@@ -108,20 +102,15 @@ class ReplayBuffer:
                 "capacity": self.capacity,
                 "rng": self._rng.bit_generator.state,
             }
-        return arrays, meta
+        return PartState(meta, arrays)
 
-    def restore(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
+    def load_state(self, state: PartState) -> None:
+        meta, arrays = state.json, state.arrays
         n = int(meta["size"])
         if n > self.capacity or arrays["reward"].shape != (n,):
             raise ValueError(f"replay of {n} transitions does not fit capacity {self.capacity}")
         with self._lock:
-            for name, dest in (
-                ("obs", self._obs),
-                ("action", self._action),
-                ("reward", self._reward),
-                ("next_obs", self._next_obs),
-                ("terminated", self._terminated),
-            ):
+            for name, dest in self._columns().items():
                 if arrays[name].shape[1:] != dest.shape[1:]:
                     raise ValueError(
                         f"replay {name}: shape {arrays[name].shape[1:]} saved, "
@@ -132,3 +121,12 @@ class ReplayBuffer:
             self._next = int(meta["next"]) % self.capacity
             self.added = meta["added"]
             self._rng.bit_generator.state = meta["rng"]
+
+    def _columns(self) -> dict[str, np.ndarray]:
+        return {
+            "obs": self._obs,
+            "action": self._action,
+            "reward": self._reward,
+            "next_obs": self._next_obs,
+            "terminated": self._terminated,
+        }

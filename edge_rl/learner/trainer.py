@@ -1,11 +1,11 @@
 """Updates at the replay ratio: the learner trains on what the fleet delivered, no faster.
 
-    trainer = Trainer(agent, replay, cfg, env_steps=lambda: ingest.transitions, clocks)
+    trainer = Trainer(algo, replay, cfg, env_steps=lambda: ingest.transitions, clocks)
     trainer.train_for(0.05)     # main thread: updates until the target or the deadline
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 
-The target is ``replay_ratio × (env_steps received − learning_starts)`` updates: a count of
-transitions, not of seconds, so a busy machine trains later, never less.
+The target is the updates the transitions received pay for (``RunConfig.updates_paid_by``):
+a count of transitions, not of seconds, so a busy machine trains later, never less.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from edge_rl.telemetry.breakdown import LapClock
 class Trainer:
     def __init__(
         self,
-        agent: Algo,
+        algo: Algo,
         replay: ReplayBuffer,
         cfg: RunConfig,
         env_steps: Callable[[], int],
         clocks: dict[str, LapClock],  # its laps go to "main"
     ) -> None:
-        self.agent = agent
+        self.algo = algo
         self.replay = replay
         self.cfg = cfg
         self._env_steps = env_steps
@@ -36,19 +36,19 @@ class Trainer:
         self.losses: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
 
     def target(self) -> int:
-        return int(self.cfg.replay_ratio * max(0, self._env_steps() - self.cfg.learning_starts))
+        return self.cfg.updates_paid_by(self._env_steps())
 
     def train_for(self, seconds: float) -> None:
         self._lap("other")  # what the main thread did since its last lap: control, ticks
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if self.agent.updates >= self.target() or len(self.replay) == 0:
+            if self.algo.updates >= self.target() or len(self.replay) == 0:
                 time.sleep(0.002)
                 self._lap("idle")
                 return
-            self.losses = self.agent.update(self.replay.sample(self.agent.batch_size))
+            self.losses = self.algo.update(self.replay.sample(self.algo.batch_size))
             self._lap("updates")
 
     def pay_in_full(self) -> None:
-        while self.agent.updates < self.target():
+        while self.algo.updates < self.target():
             self.train_for(0.5)

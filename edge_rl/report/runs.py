@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_rl.learner.run_dir import RunDir
 from edge_rl.report.costs import Energy, RuntimeBreakdown, parse_breakdown, parse_energy
 
 # What the report needs; older or newer runs may carry more (ignored) but not less.
@@ -122,8 +123,9 @@ def load_run(path: Path) -> Run:
     path = Path(path)
     if not path.is_dir():
         raise RunDirError(f"{path}: not a directory")
-    summary = _load_summary(path / "summary.json")
-    return Run(path, summary, _load_metrics(path / "metrics.csv"), _load_publishes(path))
+    run = RunDir(path)
+    summary = _load_summary(run.summary)
+    return Run(path, summary, _load_metrics(run.metrics), _load_publishes(run.publishes))
 
 
 def _load_summary(file: Path) -> RunSummary:
@@ -168,8 +170,7 @@ def _load_summary(file: Path) -> RunSummary:
         raise RunDirError(f"{file}: malformed value ({e})") from None
 
 
-def _load_publishes(path: Path) -> tuple[Publish, ...]:
-    file = path / "publishes.jsonl"
+def _load_publishes(file: Path) -> tuple[Publish, ...]:
     if not file.is_file():
         return ()
     out = []

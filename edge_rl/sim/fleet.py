@@ -25,6 +25,7 @@ from pathlib import Path
 
 from edge_rl.broker.executables import die_with_parent
 from edge_rl.transport.auth import BrokerAuth
+from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,8 @@ class Fleet:
         env: str,
         *,
         policy_key: Path,  # the learner's public key (PEM): actors verify every policy with it
-        run: str = "default",
-        root: str = "edge-rl",
+        run: str = DEFAULT_RUN,
+        root: str = DEFAULT_ROOT,
         seed: int = 0,
         log_dir: Path | None = None,
         id_prefix: str = "sim",

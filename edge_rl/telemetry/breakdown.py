@@ -111,12 +111,13 @@ def runtime_breakdown(
     }
 
 
-def write_report(run_dir: Path, breakdown: Mapping[str, Any]) -> None:
-    """``breakdown.csv`` (long format: source, bucket, seconds) and a few learner.log lines."""
+def write_report(path: Path, breakdown: Mapping[str, Any]) -> None:
+    """The breakdown as CSV at ``path`` (long format: source, bucket, seconds), and a log
+    line per learner thread and for the fleet's total."""
     sources = {f"learner/{k}": v for k, v in breakdown["learner"].items()}
     sources |= {f"actor/{k}": v for k, v in breakdown["actors"].items()}
     sources["fleet_total"] = breakdown["fleet_total"]
-    with open(run_dir / "breakdown.csv", "w", newline="") as f:
+    with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["source", "bucket", "seconds"])
         for source, buckets in sources.items():

@@ -10,14 +10,18 @@ from typing import Any
 
 
 class MetricsLog:
-    """Appends rows of scalars to ``<run>/metrics.csv`` and ``<run>/tb/`` (if TF is there)."""
+    """Appends rows of scalars to a CSV file and to TensorBoard scalars (if TF is there)."""
 
     def __init__(
-        self, run_dir: Path, fields: list[str], tensorboard: bool = True, append: bool = False
+        self,
+        path: Path,
+        tensorboard_dir: Path | None,
+        fields: list[str],
+        append: bool = False,
     ) -> None:
-        """``append``: a resumed run's rows go after the ones there (the header once)."""
+        """``path``: the CSV file; ``tensorboard_dir``: None for no TensorBoard; ``append``:
+        a resumed run's rows go after the ones there (the header once)."""
         self.fields = fields
-        path = run_dir / "metrics.csv"
         fresh = not (append and path.exists() and path.stat().st_size > 0)
         self._file = open(path, "w" if fresh else "a", newline="")  # noqa: SIM115
         self._csv = csv.DictWriter(self._file, fieldnames=fields, extrasaction="ignore")
@@ -26,10 +30,10 @@ class MetricsLog:
         elif _last_byte(path) != b"\n":  # a row torn by a kill -9 stays one bad row
             self._file.write("\n")
         self._tb = None
-        if tensorboard:
+        if tensorboard_dir is not None:
             import tensorflow as tf  # the learner host has it; boards never log here
 
-            self._tb = tf.summary.create_file_writer(str(run_dir / "tb"))
+            self._tb = tf.summary.create_file_writer(str(tensorboard_dir))
 
     def write(self, row: dict[str, Any], step: int) -> None:
         self._csv.writerow(row)

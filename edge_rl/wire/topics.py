@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 _FORBIDDEN = set("+#/\x00")
 
+DEFAULT_ROOT = "edge-rl"  # the topic root every run lives under unless configured
+DEFAULT_RUN = "default"  # the run name, one topic level under the root
+
 
 def check_name(kind: str, name: str) -> str:
     """A run name or actor id is one topic level: non-empty, no wildcards or slashes."""
@@ -18,8 +21,8 @@ def check_name(kind: str, name: str) -> str:
 class Topics:
     """Topics of one run: ``<root>/<run>/...``."""
 
-    root: str = "edge-rl"
-    run: str = "default"
+    root: str = DEFAULT_ROOT
+    run: str = DEFAULT_RUN
 
     def __post_init__(self) -> None:
         check_name("run name", self.run)

@@ -1,7 +1,7 @@
 """An actor's PolicySlot loads a GST-compressed policy shipped with the "blocks" codec.
 
 The learner-side pieces (Compressor, int8 export, weight_regions, the codec) produce the
-bundle exactly as PolicyPublisher does; the slot is what every actor runs on receipt.
+bundle exactly as PolicyPackager does; the slot is what every actor runs on receipt.
 """
 
 from __future__ import annotations

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_rl.agents.algo import learner_arrays
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig
 from edge_rl.learner.checkpoint import Checkpoint, CheckpointError
-from edge_rl.learner.durable import agent_arrays
 from edge_rl.learner.node import LearnerNode
+from edge_rl.learner.run_dir import RunDir
 from edge_rl.transport.memory import MemoryBroker
 
 sys.path.insert(0, str(Path(__file__).parent))  # its neighbour's config and in-memory run
@@ -61,7 +62,7 @@ def node_with_data(cfg, run_dir, updates: int = 7) -> LearnerNode:
     }
     node.ingest.load_state(counted)
     for _ in range(updates):
-        node.agent.update(node.replay.sample(node.agent.batch_size))
+        node.algo.update(node.replay.sample(node.algo.batch_size))
     return node
 
 
@@ -78,8 +79,8 @@ def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, m
     cfg = make_cfg()
     cfg = dataclasses.replace(cfg, fleet=dataclasses.replace(cfg.fleet, actors=1))
     first = node_with_data(cfg, tmp_path / "run", updates)
-    if first.agent.compressor is not None:  # past GST's transition: masks in force
-        assert not first.agent.compressor.circulant and first.agent.compressor.mask_updates
+    if first.algo.compressor is not None:  # past GST's transition: masks in force
+        assert not first.algo.compressor.circulant and first.algo.compressor.mask_updates
     first.durable.save()
     assert (tmp_path / "run" / "checkpoint" / "header.json").exists()
     header = json.loads((tmp_path / "run" / "checkpoint" / "header.json").read_text())
@@ -87,26 +88,26 @@ def test_the_next_update_after_a_restore_is_the_one_without_the_save(tmp_path, m
 
     second = LearnerNode(cfg, MemoryBroker().connect, tmp_path / "run", resume=True)
     second.durable.restore()
-    assert second.agent.updates == updates and second.env_steps == 500
+    assert second.algo.updates == updates and second.env_steps == 500
     assert len(second.replay) == 500
     assert second.ingest.stats().by_actor == {"pi-01": 500}  # sim-00 is a new process now
-    before = agent_arrays(first.agent.agent)
-    for name, value in agent_arrays(second.agent.agent).items():
+    before = learner_arrays(first.algo.learner)
+    for name, value in learner_arrays(second.algo.learner).items():
         np.testing.assert_array_equal(value, before[name], err_msg=name)
-    if first.agent.compressor is not None:
-        a, b = first.agent.compressor, second.agent.compressor
+    if first.algo.compressor is not None:
+        a, b = first.algo.compressor, second.algo.compressor
         assert (b.step, b.mask_updates, b.circulant) == (a.step, a.mask_updates, a.circulant)
         assert b.summary() == a.summary()
     # The next updates: same minibatches (replay's rng), same optimiser slots and noise,
     # and for GST the same masks, re-imposed after each step (and the next prune, at 80).
     for _ in range(6):
         a, b = (
-            first.agent.update(first.replay.sample(first.agent.batch_size)),
-            second.agent.update(second.replay.sample(second.agent.batch_size)),
+            first.algo.update(first.replay.sample(first.algo.batch_size)),
+            second.algo.update(second.replay.sample(second.algo.batch_size)),
         )
         assert a == b
-    after = agent_arrays(first.agent.agent)
-    for name, value in agent_arrays(second.agent.agent).items():
+    after = learner_arrays(first.algo.learner)
+    for name, value in learner_arrays(second.algo.learner).items():
         np.testing.assert_array_equal(value, after[name], err_msg=name)
 
 
@@ -120,6 +121,10 @@ def test_a_checkpoint_of_another_version_or_config_is_a_clear_error(tmp_path):
     other = LearnerNode(cfg, MemoryBroker().connect, tmp_path / "run", resume=True)
     with pytest.raises(CheckpointError, match=r"edge-rl version '0\.0\.1'.*'0\.1\.0'"):
         other.durable.restore()
+    header_path.write_text(json.dumps({**header, "format": 1}))  # the layout of one state
+    other = LearnerNode(cfg, MemoryBroker().connect, tmp_path / "run", resume=True)
+    with pytest.raises(CheckpointError, match=r"layout format 1.*reads format 2 only"):
+        other.durable.restore()
     header_path.write_text(json.dumps(header))
     changed = dataclasses.replace(cfg, replay_ratio=0.5)
     other = LearnerNode(changed, MemoryBroker().connect, tmp_path / "run", resume=True)
@@ -131,12 +136,12 @@ def test_a_save_that_died_half_way_leaves_the_previous_checkpoint(tmp_path):
     cfg = run_config("ck-atomic")
     node = node_with_data(cfg, tmp_path / "run")
     node.durable.save()
-    ck = Checkpoint(tmp_path / "run", node.durable.checkpoint.header)
+    ck = Checkpoint(RunDir(tmp_path / "run"), node.durable.checkpoint.header)
     # Killed between the two renames: only checkpoint.old/ is complete.
     (tmp_path / "run" / "checkpoint").rename(tmp_path / "run" / "checkpoint.old")
     (tmp_path / "run" / "checkpoint.tmp").mkdir()  # and a half-written next one
     assert ck.load().header["env_steps"] == 500
-    node.agent.update(node.replay.sample(node.agent.batch_size))
+    node.algo.update(node.replay.sample(node.algo.batch_size))
     node.durable.save()  # the next save completes and cleans up
     assert ck.load().header["updates"] == 8
     assert not (tmp_path / "run" / "checkpoint.old").exists()
@@ -179,3 +184,25 @@ def test_an_interrupted_run_resumes_to_its_budget_and_versions_go_on(tmp_path):
     assert json.loads((run / "checkpoint" / "header.json").read_text())["finished"] is True
     with pytest.raises(CheckpointError, match="finished"):
         LearnerNode(cfg, MemoryBroker().connect, run, resume=True).durable.restore()
+
+
+def test_each_part_keeps_its_own_state_in_the_checkpoint(tmp_path):
+    """One state entry per part of the node's map; a part missing from a checkpoint, or
+    one whose state is not its own, is a clear error naming the part."""
+    cfg = run_config("ck-parts")
+    node = node_with_data(cfg, tmp_path / "run")
+    node.durable.save()
+    ck = tmp_path / "run" / "checkpoint"
+    state = json.loads((ck / "state.json").read_text())
+    assert set(state) == set(node.durable.parts) >= {"algo", "replay", "ingest", "broadcast"}
+    assert state["exporter"] == {"last_updates": 0} and state["replay"]["size"] == 500
+    assert {f.name for f in ck.glob("*.npz")} == {"algo.npz", "replay.npz"}
+    del state["meter"]
+    (ck / "state.json").write_text(json.dumps(state))
+    other = LearnerNode(cfg, MemoryBroker().connect, tmp_path / "run", resume=True)
+    with pytest.raises(CheckpointError, match="no state of meter"):
+        other.durable.restore()
+    state["meter"] = {"wall": 1.0}
+    (ck / "state.json").write_text(json.dumps(state))
+    with pytest.raises(CheckpointError, match="part 'meter'"):
+        other.durable.restore()

@@ -190,8 +190,8 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
                 )
             return real_update(*args, **kwargs)
 
-        real_update = node.agent.update
-        node.agent.update = start_the_twin_once_the_first_steps
+        real_update = node.algo.update
+        node.algo.update = start_the_twin_once_the_first_steps
         with fleet:
             summary = node.run()
             assert fleet.wait(30)

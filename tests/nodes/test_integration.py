@@ -75,7 +75,7 @@ def attack(client, topics: Topics, node, log: dict, wait_for) -> None:
         "non_finite": encode_transitions(nan_batch),
         "bad_version": MAGIC_TRANSITIONS + b"\x07\x00" + b"\0" * 20,
     }
-    log["updates"], log["env_steps"] = node.agent.updates, node.env_steps
+    log["updates"], log["env_steps"] = node.algo.updates, node.env_steps
     for reason, payload in payloads.items():
         client.publish(topics.transitions("evil"), payload, qos=1).wait_for_publish(5)
         log["sent"].append(reason)
@@ -115,25 +115,25 @@ def test_learner_and_two_actor_processes(
     )
     # Record which thread each export runs on: training must not wait for conversion.
     export_threads: list[str] = []
-    real_export = node.publisher.export
+    real_export = node.packager.export
 
     def recording_export(*args, **kwargs):
         export_threads.append(threading.current_thread().name)
         return real_export(*args, **kwargs)
 
-    node.publisher.export = recording_export
+    node.packager.export = recording_export
     # The attack, inside the learner's 10th update (on its main thread): training is under
     # way, and nothing more is granted to the actors until it is counted.
     evil = mqtt_client_factory(mosquitto)
     attacked: dict = {"sent": []}
-    real_update = node.agent.update
+    real_update = node.algo.update
 
     def update_then_attack(*args, **kwargs):
-        if node.agent.updates == ATTACK_AT_UPDATE:
+        if node.algo.updates == ATTACK_AT_UPDATE:
             attack(evil, topics, node, attacked, wait_for)
         return real_update(*args, **kwargs)
 
-    node.agent.update = update_then_attack
+    node.algo.update = update_then_attack
     with fleet:
         summary = node.run()
         assert fleet.wait(20), "actors did not exit after the learner's stop"

@@ -98,7 +98,7 @@ def test_statuses_of_another_run_start_are_ignored_and_not_in_the_fleet():
     fleet = fleet_control(cfg, Recorder())
     fleet.on_status(topics.status("old"), status("old", "stopped", run_id="earlier-start"))
     fleet.on_status(topics.status("new"), status("new", "starting", run_id=""))  # not joined
-    assert fleet.actors() == {} and fleet.counts()["status_other_run"] == 2
+    assert fleet.actors() == {} and fleet.stats().status_other_run == 2
     fleet.on_status(topics.status("new"), status("new"))
     assert set(fleet.actors()) == {"new"}
 
@@ -188,7 +188,7 @@ def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch)
     fleet.send("running", updates=0)
     grant = publish.grants()["pi"]
     assert grant.session == 111 and grant.refused == (222,)
-    assert fleet.counts()["actor_sessions_refused"] == 1
+    assert fleet.stats().actor_sessions_refused == 1
     assert fleet.actors()["pi"].session == 111  # the newcomer's status is not recorded
 
 
@@ -415,14 +415,14 @@ def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp
     cfg = run_config("lost", credit_timeout_s=0.5, max_lag_transitions=200)
 
     def lose_three_mid_run(broker, learner):
-        real = learner.agent.update
+        real = learner.algo.update
 
         def update(*args, **kwargs):  # at the 20th update: training is under way
-            if learner.agent.updates == 20:
+            if learner.algo.updates == 20:
                 broker.lose(learner.topics.all_transitions, 3)
             return real(*args, **kwargs)
 
-        learner.agent.update = update
+        learner.algo.update = update
 
     summary, actor, broker, _ = run_in_memory(tmp_path, cfg, lose_three_mid_run)
     lost = sum(peek_count(p) for _, p in broker.lost)

@@ -230,14 +230,14 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
         evil.start()
         assert evil.wait_connected(15)
         log: dict = {"sent": []}
-        real_update = node.agent.update
+        real_update = node.algo.update
 
         def update_then_attack(*args, **kwargs):
-            if node.agent.updates == ATTACK_AT_UPDATE and not log["sent"]:
+            if node.algo.updates == ATTACK_AT_UPDATE and not log["sent"]:
                 attack(evil, topics, node, log, wait_for)
             return real_update(*args, **kwargs)
 
-        node.agent.update = update_then_attack
+        node.algo.update = update_then_attack
         versions: list[int] = []  # every version a transition arrived with, and its actor
         real_handle = node.ingest.handle
 

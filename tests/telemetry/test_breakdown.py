@@ -102,7 +102,7 @@ def test_runtime_breakdown_and_report(tmp_path, caplog):
     assert list(rb["actors"]) == ["a", "b"]  # sorted; an actor without a breakdown is left out
     assert rb["fleet_total"] == {"idle": 2.0, "wall": 3.0, "env_step": 1.0}
     with caplog.at_level(logging.INFO, logger="edge_rl.telemetry.breakdown"):
-        write_report(tmp_path, rb)
+        write_report(tmp_path / "breakdown.csv", rb)
     rows = list(csv.DictReader(open(tmp_path / "breakdown.csv")))
     assert {"source": "actor/b", "bucket": "env_step", "seconds": "1.0"} in rows
     assert {r["source"] for r in rows} == {

@@ -1,6 +1,6 @@
 """The policy topic: what the actors run now, published retained, and what each publish cost.
 
-    broadcast = PolicyBroadcast(topics, publish, publisher, cfg.transport)
+    broadcast = PolicyBroadcast(topics, publish, packager, cfg.transport)
     broadcast.publish(published, env_steps)   # True once the broker has it (retained)
     broadcast.republish()                     # after a reconnect
     broadcast.clear()                         # at the start and end of the run
@@ -8,7 +8,8 @@
 
 Every publish appends one line to ``publishes.jsonl``: version, learner step, env steps,
 bytes on the wire, codec and compression ratio. Safe to call from the exporter and the
-main thread (one lock).
+main thread (one lock). Versions go on past every one the run directory records
+(``continue_after_manifest``; a resumed run's ``load_state``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,29 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from edge_rl.config import TransportConfig
-from edge_rl.learner.outbound.packager import PolicyPublisher, Published
+from edge_rl.learner.outbound.packager import (
+    PolicyPackager,
+    Published,
+    policies_state,
+    version_of,
+)
+from edge_rl.types import PartState
 from edge_rl.wire.topics import Topics
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BroadcastStats:
+    version: int  # of the last publish; 0 = none
+    current: Published | None  # what the actors run now
+    bytes_total: int  # payload bytes of every policy published (per subscriber)
+    count: int  # publishes
+    refused: int  # larger than the broker accepts
 
 
 class PolicyBroadcast:
@@ -31,13 +48,13 @@ class PolicyBroadcast:
         self,
         topics: Topics,
         publish: Callable[..., bool],  # Transport.publish
-        publisher: PolicyPublisher,  # its run directory, its save() and its signing key
+        packager: PolicyPackager,  # its run directory, its save() and its reopen()
         transport: TransportConfig,
     ) -> None:
         self.topic = topics.policy
         self._publish = publish
-        self._save = publisher.save
-        self.run_dir = publisher.run_dir
+        self._packager = packager
+        self.run_dir = packager.run_dir
         self.max_policy_bytes = transport.max_packet_bytes
         self._lock = threading.Lock()
         self.version = 0  # of the last published policy; 0 = none yet (actors act randomly)
@@ -60,7 +77,7 @@ class PolicyBroadcast:
                 return False
             self.version = version
             self.current = published
-            self._save(published)
+            self._packager.save(published)
             self._log(published, env_steps)
             return True
 
@@ -76,14 +93,43 @@ class PolicyBroadcast:
         with self._lock:
             self._publish(self.topic, b"", retain=True)
 
-    def continue_after_manifest(self, path: Path) -> None:
+    def continue_after_manifest(self) -> None:
         """Versions go on past the run directory's last published policy, if any."""
-        if path.exists():
-            version = json.loads(path.read_text()).get("policy_version", 0)
-            if type(version) is not int or not 0 <= version < 2**53:  # never converted
-                raise ValueError(f"{path}: policy_version {version!r} is not an int in [0, 2^53)")
-            with self._lock:
-                self.version = max(self.version, version)
+        version = manifest_version(self.run_dir.manifest)
+        with self._lock:
+            self.version = max(self.version, version)
+
+    def stats(self) -> BroadcastStats:
+        with self._lock:
+            return BroadcastStats(
+                self.version, self.current, self.bytes_total, self.count, self.refused
+            )
+
+    # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
+
+    def state(self) -> PartState:
+        with self._lock:
+            current = [] if self.current is None else [self.current]
+            policies = policies_state(current)
+            meta = {
+                "version": self.version,
+                "bytes_total": self.bytes_total,
+                "count": self.count,
+                "current": version_of(self.current) if self.current else None,
+                "policies": policies.json,
+            }
+        return PartState(meta, blobs=policies.blobs)
+
+    def load_state(self, state: PartState) -> None:
+        """``CodecError``: the saved policy is not signed by the run's key."""
+        s = state.json
+        kept = self._packager.reopen(PartState(s["policies"], blobs=state.blobs))
+        with self._lock:
+            # Past every version published, also after the checkpoint (publishes.jsonl).
+            self.version = max(s["version"], last_published(self.run_dir.publishes))
+            self.bytes_total = s["bytes_total"]
+            self.count = s["count"]
+            self.current = kept.get(s["current"])
 
     def _log(self, published: Published, env_steps: int) -> None:
         m = published.bundle.manifest
@@ -98,7 +144,7 @@ class PolicyBroadcast:
             "codec": m.codec,
             "compression": published.compression,
         }
-        with open(self.run_dir / "publishes.jsonl", "a") as f:
+        with open(self.run_dir.publishes, "a") as f:
             f.write(json.dumps(record) + "\n")
         log.info(
             "published v%d: %d bytes on the wire (model %d), compression %s",
@@ -107,3 +153,30 @@ class PolicyBroadcast:
             m.model_size,
             record["compression"],
         )
+
+
+def manifest_version(path: Path) -> int:
+    """The policy version of a run directory's ``manifest.json`` (0: none there); a
+    ValueError for one that is not an int in [0, 2^53): absurd numbers are never converted."""
+    if not path.exists():
+        return 0
+    version = json.loads(path.read_text()).get("policy_version", 0)
+    if type(version) is not int or not 0 <= version < 2**53:
+        raise ValueError(f"{path}: policy_version {version!r} is not an int in [0, 2^53)")
+    return version
+
+
+def last_published(path: Path) -> int:
+    """The highest policy version in a ``publishes.jsonl`` (0: none); a torn last line (a
+    kill -9 mid-write) is skipped, and so is a version that is not an int in [1, 2^53):
+    absurd numbers are never converted (``int("1e400")``, ``int(1.5)``)."""
+    best = 0
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                v = json.loads(line)["policy_version"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if type(v) is int and 1 <= v < 2**53:
+                best = max(best, v)
+    return best

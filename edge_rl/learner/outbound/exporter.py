@@ -1,6 +1,6 @@
 """Background export: snapshot -> int8 conversion + parity -> broadcast -> score.
 
-    exporter = Exporter(agent, publisher, broadcast, selection, clocks, env_steps)
+    exporter = Exporter(algo, replay, packager, broadcast, selection, clocks, env_steps, every)
     exporter.maybe_export(compression)   # main thread: when export.every_updates have passed
     exporter.export(compression, wait=True)  # the end of a run: on the calling thread
     exporter.deploy_best()   # then: republish the best-scoring policy if the last scores lower
@@ -20,33 +20,40 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from edge_rl.agents.algo import Algo
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
-from edge_rl.learner.outbound.packager import PolicyPublisher, snapshot
+from edge_rl.learner.outbound.packager import PolicyPackager, snapshot
 from edge_rl.learner.outbound.selection import ModelSelection
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.telemetry.breakdown import LapClock
+from edge_rl.types import PartState
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExporterStats:
+    deployed_from: int | None  # version whose weights the last publish redeployed
 
 
 class Exporter:
     def __init__(
         self,
-        agent: Algo,
+        algo: Algo,
         replay: ReplayBuffer,
-        publisher: PolicyPublisher,
+        packager: PolicyPackager,
         broadcast: PolicyBroadcast,
         selection: ModelSelection,
         clocks: dict[str, LapClock],  # "main" and "exporter"
         env_steps: Callable[[], int],
         every_updates: int,
     ) -> None:
-        self.agent = agent
+        self.algo = algo
         self.replay = replay
-        self.publisher = publisher
+        self.packager = packager
         self.broadcast = broadcast
         self.selection = selection
         self._main = clocks["main"]
@@ -56,14 +63,15 @@ class Exporter:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exporter")
         self._job: Future | None = None
         self._last_updates = 0
+        self.deployed_from: int | None = None  # version whose weights were redeployed
 
     def maybe_export(self, compression: float | None) -> None:
-        if self.agent.updates - self._last_updates >= self.every_updates:
+        if self.algo.updates - self._last_updates >= self.every_updates:
             self.export(compression)
 
     def export(self, compression: float | None, wait: bool = False) -> None:
         """``compression``: the network's ratio now (the compressor changes only here)."""
-        self._last_updates = self.agent.updates
+        self._last_updates = self.algo.updates
         if len(self.replay) < 20:  # too few observations to calibrate int8 on
             return
         lap = self._main.lap
@@ -71,10 +79,10 @@ class Exporter:
         self.wait()  # the previous export, if it is still in flight
         lap("idle")
         args = (
-            snapshot(self.agent.policy_network),
+            snapshot(self.algo.policy_network),
             self.broadcast.version + 1,
-            self.agent.updates,
-            self.agent.exploration(self._env_steps()),
+            self.algo.updates,
+            self.algo.exploration(self._env_steps()),
             compression,
         )
         lap("export")  # the snapshot
@@ -103,10 +111,10 @@ class Exporter:
     ) -> None:
         clock.lap("idle")  # waiting for this job (on the main thread: ~0, it just lapped)
         try:
-            published = self.publisher.export(self.agent, model, version, step, exploration)
+            published = self.packager.export(self.algo, model, version, step, exploration)
         except Exception:  # noqa: BLE001 - a failed export must not end the run
             published = None
-            self.publisher.failed += 1
+            self.packager.count_failure()
             log.exception("export v%d failed", version)
         clock.lap("export")
         if published is not None:
@@ -127,12 +135,12 @@ class Exporter:
         if better is None:
             return None
         best, best_score, score = better
-        again = self.publisher.reversion(best, self.broadcast.version + 1)
+        again = self.packager.reversion(best, self.broadcast.version + 1)
         published = self.broadcast.publish(again, self._env_steps())
         self._main.lap("publish")
         if not published:
             return None
-        v_best = best.bundle.manifest.policy_version
+        v_best = self.deployed_from = best.bundle.manifest.policy_version
         log.info(
             "deployed v%d: the weights of v%d (score %.1f) over the last v%d (%.1f)",
             self.broadcast.version,
@@ -142,3 +150,16 @@ class Exporter:
             score,
         )
         return v_best
+
+    def stats(self) -> ExporterStats:
+        return ExporterStats(self.deployed_from)
+
+    # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
+
+    def state(self) -> PartState:
+        """Waits for an export in flight first: the broadcast and the selection hold still."""
+        self.wait()
+        return PartState({"last_updates": self._last_updates})
+
+    def load_state(self, state: PartState) -> None:
+        self._last_updates = int(state.json["last_updates"])

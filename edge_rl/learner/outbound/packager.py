@@ -1,6 +1,11 @@
 """Export the policy network to TFLite, check it in LiteRT, and make a signed policy bundle.
 
-A failing export is counted and not published: actors keep the previous policy.
+    packager = PolicyPackager(cfg, spec, replay, run_dir, signer, run_id)
+    published = packager.export(algo, snapshot(net), version, step, exploration)
+    packager.save(published)      # policy.tflite and manifest.json in the run directory
+
+A failing export is counted and not published: actors keep the previous policy. It
+packages and signs; PolicyBroadcast (broadcast.py) publishes.
 """
 
 from __future__ import annotations
@@ -8,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,10 +23,11 @@ from edge_rl.agents.algo import Algo
 from edge_rl.config import RunConfig
 from edge_rl.export.tflite import ExportedModel, export_policy, start_export_worker
 from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.learner.run_dir import RunDir
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.logs import write_bytes_atomic, write_json_atomic
-from edge_rl.types import PolicyBundle, PolicyManifest
-from edge_rl.wire.policy import compress_model, encode_policy, manifest_to_dict
+from edge_rl.types import PartState, PolicyBundle, PolicyManifest
+from edge_rl.wire.policy import compress_model, decode_policy, encode_policy, manifest_to_dict
 from edge_rl.wire.signing import Signer
 
 log = logging.getLogger(__name__)
@@ -32,7 +38,7 @@ class Published:
     bundle: PolicyBundle
     payload: bytes  # the encoded bundle as sent
     model: bytes  # uncompressed .tflite
-    parity: dict[str, float]  # the algorithm's parity figures (see nodes/algos.py)
+    parity: dict[str, float]  # the algorithm's parity figures (Algo.check)
     export_seconds: float
     # Network compression ratio of the exported snapshot (None without compression); set
     # by the learner, and carried along when reversion() redeploys these weights.
@@ -49,13 +55,22 @@ def snapshot(network: Any) -> Any:
     return copy
 
 
-class PolicyPublisher:
+@dataclass(frozen=True)
+class PackagerStats:
+    failed: int  # exports that raised or failed their parity check
+
+
+def version_of(published: Published) -> int:
+    return published.bundle.manifest.policy_version
+
+
+class PolicyPackager:
     def __init__(
         self,
         cfg: RunConfig,
         spec: EnvSpec,
         replay: ReplayBuffer,
-        run_dir: Path,
+        run_dir: RunDir,
         signer: Signer,
         run_id: str = "",
     ) -> None:
@@ -147,7 +162,55 @@ class PolicyPublisher:
 
     def save(self, published: Published) -> None:
         """The run directory always holds the last published model and its manifest."""
-        write_bytes_atomic(self.run_dir / "policy.tflite", published.model)
-        write_json_atomic(
-            self.run_dir / "manifest.json", manifest_to_dict(published.bundle.manifest)
-        )
+        write_bytes_atomic(self.run_dir.policy, published.model)
+        write_json_atomic(self.run_dir.manifest, manifest_to_dict(published.bundle.manifest))
+
+    def count_failure(self) -> None:
+        """An export that raised (a failed parity check is counted by ``export``)."""
+        self.failed += 1
+
+    def stats(self) -> PackagerStats:
+        return PackagerStats(self.failed)
+
+    # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
+
+    def state(self) -> PartState:
+        return PartState({"rng": self.rng.bit_generator.state, "failed": self.failed})
+
+    def load_state(self, state: PartState) -> None:
+        self.rng.bit_generator.state = state.json["rng"]
+        self.failed = int(state.json["failed"])
+
+    def reopen(self, saved: PartState) -> dict[int, Published]:
+        """The policies of ``policies_state``, by version, each bundle verified with the
+        run's key as it was sent; ``CodecError`` for one another key signed."""
+        max_bytes = self.cfg.transport.max_packet_bytes
+        found = {}
+        for v, meta in saved.json.items():
+            payload = saved.blobs[f"v{v}.bundle"]
+            bundle = decode_policy(payload, self.signer.verifier(), max_bytes)
+            found[int(v)] = Published(
+                bundle,
+                payload,
+                saved.blobs[f"v{v}.tflite"],
+                meta["parity"],
+                meta["export_seconds"],
+                meta["compression"],
+            )
+        return found
+
+
+def policies_state(policies: Iterable[Published]) -> PartState:
+    """Published policies as a checkpoint keeps them: the bundles as sent (signed) and the
+    models, and what the learner measured of each (``PolicyPackager.reopen`` reads it)."""
+    meta: dict[str, Any] = {}
+    blobs: dict[str, bytes] = {}
+    for p in policies:
+        v = version_of(p)
+        blobs[f"v{v}.bundle"], blobs[f"v{v}.tflite"] = p.payload, p.model
+        meta[str(v)] = {
+            "parity": p.parity,
+            "export_seconds": p.export_seconds,
+            "compression": p.compression,
+        }
+    return PartState(meta, blobs=blobs)

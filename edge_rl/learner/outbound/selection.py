@@ -4,6 +4,9 @@
     if selection.due(version): selection.score(published)     # exporter thread
     best = selection.better_than(last)                          # end of run: None = keep last
 
+A policy is known by its version (unique in a run): after a restore, the broadcast's
+current policy and the selection's copy of it are two records of one policy.
+
 Like SB3's EvalCallback: the scoring episodes are not training env steps, and their seeds
 are apart from the final evaluation's, so the final figure is not the one the choice was
 made on. The int8 model is scored in LiteRT, as the actors run it.
@@ -13,10 +16,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from edge_rl.config import RunConfig
-from edge_rl.learner.outbound.packager import Published
+from edge_rl.learner.outbound.packager import (
+    PolicyPackager,
+    Published,
+    policies_state,
+    version_of,
+)
 from edge_rl.runtime.evaluate import EvalResult, evaluate
+from edge_rl.types import PartState
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +35,25 @@ log = logging.getLogger(__name__)
 TOP = 5  # policies kept for the end-of-run recheck (their models: kept in memory)
 
 
+@dataclass(frozen=True)
+class SelectionStats:
+    scores: Mapping[int, float]  # policy version -> greedy return
+
+
 class ModelSelection:
-    def __init__(self, every: int, episodes: int, seed: int, recheck: int = 0) -> None:
+    def __init__(
+        self,
+        every: int,
+        episodes: int,
+        seed: int,
+        recheck: int = 0,
+        packager: PolicyPackager | None = None,
+    ) -> None:
         """``recheck``: at the end, the TOP best-scoring policies and the last one are
         scored on this many more episodes (other seeds), and the best combined score wins:
-        10 episodes let a policy that fails now and then pass for a 500 on CartPole."""
+        10 episodes let a policy that fails now and then pass for a 500 on CartPole.
+        ``packager``: reopens the policies of a checkpoint (``load_state``)."""
+        self.packager = packager
         self.every = every
         self.episodes = episodes
         self.seed = seed
@@ -39,8 +64,14 @@ class ModelSelection:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_run(cls, cfg: RunConfig) -> ModelSelection:
-        return cls(cfg.select_every, cfg.select_episodes, cfg.seed + 20_000, cfg.select_recheck)
+    def for_run(cls, cfg: RunConfig, packager: PolicyPackager) -> ModelSelection:
+        return cls(
+            cfg.select_every,
+            cfg.select_episodes,
+            cfg.seed + 20_000,
+            cfg.select_recheck,
+            packager,
+        )
 
     def due(self, version: int) -> bool:
         return bool(self.every) and version % self.every == 0
@@ -70,14 +101,15 @@ class ModelSelection:
         if self.recheck:
             return self._recheck(last)
         best, best_score = self.best  # set: the last one has been scored at least
-        if best is last or best_score <= score:
+        if version_of(best) == v_last or best_score <= score:
             return None
         return best, best_score, score
 
     def _recheck(self, last: Published) -> tuple[Published, float, float] | None:
         n, m = self.episodes, self.recheck
         combined: list[tuple[float, Published]] = []
-        candidates = [p for p, _ in self.top if p is not last] + [last]
+        v_last = version_of(last)
+        candidates = [p for p, _ in self.top if version_of(p) != v_last] + [last]
         for p in candidates:
             again = evaluate_policy(p, m, self.seed + 7_919).mean  # seeds apart from both
             first = self.scores[p.bundle.manifest.policy_version]
@@ -91,9 +123,40 @@ class ModelSelection:
             )
         best_score, best = max(combined, key=lambda t: t[0])  # ties: the first, the top one
         last_score = combined[-1][0]
-        if best is last or best_score <= last_score:
+        if version_of(best) == v_last or best_score <= last_score:
             return None
         return best, best_score, last_score
+
+    def stats(self) -> SelectionStats:
+        with self._lock:
+            return SelectionStats(dict(self.scores))
+
+    # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
+
+    def state(self) -> PartState:
+        with self._lock:
+            kept = {version_of(p): p for p, _ in self.top}
+            if self.best is not None:
+                kept[version_of(self.best[0])] = self.best[0]
+            policies = policies_state(kept.values())
+            meta = {
+                "scores": {str(v): s for v, s in self.scores.items()},
+                "best": [version_of(self.best[0]), self.best[1]] if self.best else None,
+                "top": [[version_of(p), s] for p, s in self.top],
+                "policies": policies.json,
+            }
+        return PartState(meta, blobs=policies.blobs)
+
+    def load_state(self, state: PartState) -> None:
+        """``CodecError``: a saved policy is not signed by the run's key."""
+        if self.packager is None:
+            raise ValueError("a ModelSelection without a packager cannot reopen policies")
+        s = state.json
+        kept = self.packager.reopen(PartState(s["policies"], blobs=state.blobs))
+        with self._lock:
+            self.scores = {int(v): score for v, score in s["scores"].items()}
+            self.best = (kept[s["best"][0]], s["best"][1]) if s["best"] else None
+            self.top = [(kept[v], score) for v, score in s["top"]]
 
 
 def evaluate_policy(published: Published, episodes: int, seed: int) -> EvalResult:
