@@ -101,12 +101,13 @@ class TFLitePolicy:
                 "models with float32 I/O (raw observation in), as edge_rl.export writes them"
             )
 
-    def _to_input(self, obs: np.ndarray) -> np.ndarray:
+    def to_input(self, obs: np.ndarray) -> np.ndarray:
+        """What the model is given for ``obs``: a float32 view in the input tensor's shape."""
         return np.asarray(obs, np.float32).reshape(self.input_shape)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Run one observation; returns the output row, shape ``[out_dim]``."""
-        self._interp.set_tensor(self._in_index, self._to_input(obs))
+        self._interp.set_tensor(self._in_index, self.to_input(obs))
         self._interp.invoke()
         return self._interp.get_tensor(self._out_index)[0]  # get_tensor returns a copy
 

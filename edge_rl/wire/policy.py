@@ -114,6 +114,15 @@ def _finite_json(value: Any) -> bool:
 
 def _mistyped(d: dict[str, Any]) -> str | None:
     """The first field of ``d`` whose JSON type (or range) §4 does not allow, or None."""
+    for check in (_mistyped_scalar, _mistyped_env_spec, _mistyped_quant, _mistyped_obs_stats):
+        wrong = check(d)
+        if wrong:
+            return wrong
+    return None
+
+
+def _mistyped_scalar(d: dict[str, Any]) -> str | None:
+    """The strings, ``created_unix``, ``extra`` and the non-negative ints."""
     for key in _STRINGS + tuple(k for k in _OPTIONAL_STRINGS if k in d):
         if not isinstance(d.get(key), str):
             return key
@@ -124,6 +133,10 @@ def _mistyped(d: dict[str, Any]) -> str | None:
     for key in ("learner_step", "model_size"):
         if type(d.get(key)) is not int or d[key] < 0:
             return key
+    return None
+
+
+def _mistyped_env_spec(d: dict[str, Any]) -> str | None:
     spec = d.get("env_spec")
     if not isinstance(spec, dict) or not (
         _ints(spec.get("obs_shape"), 1)
@@ -134,6 +147,10 @@ def _mistyped(d: dict[str, Any]) -> str | None:
         and _numbers(spec.get("action_high", []))
     ):
         return "env_spec"
+    return None
+
+
+def _mistyped_quant(d: dict[str, Any]) -> str | None:
     for key in ("input_quant", "output_quant"):
         q = d.get(key)
         if (
@@ -146,6 +163,10 @@ def _mistyped(d: dict[str, Any]) -> str | None:
             )
         ):
             return key
+    return None
+
+
+def _mistyped_obs_stats(d: dict[str, Any]) -> str | None:
     for key in ("obs_mean", "obs_std"):  # informational (§4.1): their length is not checked
         if not _numbers(d.get(key)):
             return key
