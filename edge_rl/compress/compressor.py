@@ -247,7 +247,7 @@ class Compressor:
             kernel.assign(expand_circulant(vectors, b))
 
     def _transition(self) -> None:
-        """Circulant -> pruned (transition.py), at the first call at or past shift_step."""
+        """Circulant -> pruned (``phase_change``), at the first call at or past shift_step."""
         assert self.plan is not None and self.controller is not None
         b = self.config.block_size
         shifts = []

@@ -111,6 +111,17 @@ class TFLitePolicy:
         self._interp.invoke()
         return self._interp.get_tensor(self._out_index)[0]  # get_tensor returns a copy
 
+    def output_shape_on_zeros(self) -> tuple[int, ...]:
+        """The output tensor's shape after one invoke on a zero observation.
+
+        A model can load and allocate and still fail on its first invoke (RuntimeError
+        "input tensor lacks data", found by fuzzing signed models): this raises what the
+        interpreter raises (``RuntimeError``, ``ValueError``), so a caller can refuse such
+        a model before it is ever called on a real observation."""
+        self._interp.set_tensor(self._in_index, np.zeros(self.input_shape, np.float32))
+        self._interp.invoke()
+        return tuple(self._interp.get_tensor(self._out_index).shape)
+
     def batch(self, obs: np.ndarray) -> np.ndarray:
         """Run a batch one row at a time (the model has batch size 1): ``[n, out_dim]``."""
         return np.stack([self(o) for o in obs])
