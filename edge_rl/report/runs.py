@@ -84,7 +84,7 @@ class Run:
     path: Path
     summary: RunSummary
     metrics: Metrics
-    publishes: tuple[Publish, ...] = ()  # empty for runs from before publishes.jsonl
+    publishes: tuple[Publish, ...] = ()  # empty when the run has no publishes.jsonl
 
     @property
     def name(self) -> str:
