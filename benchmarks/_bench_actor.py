@@ -61,89 +61,96 @@ class Rung:
 
 def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
     """The in-process rungs, bottom up; each adds one thing the real actor does."""
+    return {
+        "env.step only (fixed random actions)": _env_only_rung(),
+        "bare int8: env.step(argmax(invoke(obs)))": _bare_rung(ex_int8),
+        "+ TFLitePolicy + epsilon_greedy (int8)": _policy_rung(ex_int8, batching=False),
+        "+ Batcher + encode_transitions (no MQTT)": _policy_rung(ex_int8, batching=True),
+        "(bare fp32: the bare loop with the fp32 model)": _bare_rung(ex_fp32),
+    }
+
+
+def _env_only_rung() -> Rung:
+    """``env.step`` with fixed random actions: the floor every other rung stands on."""
+    from edge_rl.envs import make_env
+
+    env = make_env("CartPole-v1")
+    env.reset(seed=SEED)
+    actions = np.random.default_rng(SEED).integers(0, 2, size=4096).astype(np.int64)
+    it = [0]
+
+    def step() -> bool:
+        i = it[0] = (it[0] + 1) & 4095
+        _, _, term, trunc, _ = env.step(actions[i])
+        if term or trunc:
+            env.reset()
+            return True
+        return False
+
+    return Rung(step, env.close)
+
+
+def _bare_rung(exported) -> Rung:
+    """The model invoked on the interpreter directly, greedy, no wrapper."""
     from ai_edge_litert.interpreter import Interpreter
 
+    from edge_rl.envs import make_env
+    from edge_rl.runtime.litert import TFLitePolicy
+
+    env = make_env("CartPole-v1")
+    interp = Interpreter(model_content=exported.tflite, num_threads=1)
+    interp.allocate_tensors()
+    i_in = interp.get_input_details()[0]["index"]
+    i_out = interp.get_output_details()[0]["index"]
+    st, inv, gt, argmax = interp.set_tensor, interp.invoke, interp.get_tensor, np.argmax
+    # TFLitePolicy's own input map (a float32 reshape: the model normalises and quantises
+    # inside), so that the next rung adds only what the wrapper does beyond it, and ε-greedy.
+    to_input = TFLitePolicy(exported.tflite, num_threads=1).to_input
+    state = [env.reset(seed=SEED)[0]]
+
+    def step() -> bool:
+        st(i_in, to_input(state[0]))
+        inv()
+        obs, _, term, trunc, _ = env.step(argmax(gt(i_out)[0]))
+        if term or trunc:
+            state[0] = env.reset()[0]
+            return True
+        state[0] = obs
+        return False
+
+    return Rung(step, env.close)
+
+
+def _policy_rung(exported, batching: bool) -> Rung:
+    """``TFLitePolicy`` and ε-greedy; with ``batching``, ``Batcher`` and the encoder too."""
     from edge_rl.actor.batching import Batcher
     from edge_rl.actor.exploration import epsilon_greedy
     from edge_rl.envs import make_env
     from edge_rl.runtime.litert import TFLitePolicy
     from edge_rl.wire.transitions import encode_transitions
 
-    def policy_for(ex) -> TFLitePolicy:
-        return TFLitePolicy(ex.tflite, num_threads=1)
+    policy = TFLitePolicy(exported.tflite, num_threads=1)
+    env = make_env("CartPole-v1")
+    rng = np.random.default_rng(SEED)
+    batcher = Batcher("bench", 1, BATCH, 0.5)
+    encode = encode_transitions
+    state = [env.reset(seed=SEED)[0]]
 
-    def env_only() -> Rung:
-        env = make_env("CartPole-v1")
-        env.reset(seed=SEED)
-        actions = np.random.default_rng(SEED).integers(0, 2, size=4096).astype(np.int64)
-        it = [0]
+    def step() -> bool:
+        obs = state[0]
+        action = epsilon_greedy(policy(obs), EPSILON, rng)
+        next_obs, reward, term, trunc, _ = env.step(action)
+        if batching:
+            batcher.add(1, obs, action, reward, next_obs, term, trunc)
+            if batcher.ready():
+                encode(batcher.take())
+        if term or trunc:
+            state[0] = env.reset()[0]
+            return True
+        state[0] = next_obs
+        return False
 
-        def step() -> bool:
-            i = it[0] = (it[0] + 1) & 4095
-            _, _, term, trunc, _ = env.step(actions[i])
-            if term or trunc:
-                env.reset()
-                return True
-            return False
-
-        return Rung(step, env.close)
-
-    def bare(exported) -> Rung:
-        env = make_env("CartPole-v1")
-        interp = Interpreter(model_content=exported.tflite, num_threads=1)
-        interp.allocate_tensors()
-        i_in = interp.get_input_details()[0]["index"]
-        i_out = interp.get_output_details()[0]["index"]
-        st, inv, gt, argmax = interp.set_tensor, interp.invoke, interp.get_tensor, np.argmax
-        # TFLitePolicy's own input map (a float32 reshape: the model normalises and
-        # quantises inside), so that the next rung adds only what the wrapper does beyond
-        # it, and ε-greedy.
-        to_input = policy_for(exported)._to_input
-        state = [env.reset(seed=SEED)[0]]
-
-        def step() -> bool:
-            st(i_in, to_input(state[0]))
-            inv()
-            obs, _, term, trunc, _ = env.step(argmax(gt(i_out)[0]))
-            if term or trunc:
-                state[0] = env.reset()[0]
-                return True
-            state[0] = obs
-            return False
-
-        return Rung(step, env.close)
-
-    def with_policy(batching: bool) -> Rung:
-        policy = policy_for(ex_int8)
-        env = make_env("CartPole-v1")
-        rng = np.random.default_rng(SEED)
-        batcher = Batcher("bench", 1, BATCH, 0.5)
-        encode = encode_transitions
-        state = [env.reset(seed=SEED)[0]]
-
-        def step() -> bool:
-            obs = state[0]
-            action = epsilon_greedy(policy(obs), EPSILON, rng)
-            next_obs, reward, term, trunc, _ = env.step(action)
-            if batching:
-                batcher.add(1, obs, action, reward, next_obs, term, trunc)
-                if batcher.ready():
-                    encode(batcher.take())
-            if term or trunc:
-                state[0] = env.reset()[0]
-                return True
-            state[0] = next_obs
-            return False
-
-        return Rung(step, env.close)
-
-    return {
-        "env.step only (fixed random actions)": env_only(),
-        "bare int8: env.step(argmax(invoke(obs)))": bare(ex_int8),
-        "+ TFLitePolicy + epsilon_greedy (int8)": with_policy(False),
-        "+ Batcher + encode_transitions (no MQTT)": with_policy(True),
-        "(bare fp32: the bare loop with the fp32 model)": bare(ex_fp32),
-    }
+    return Rung(step, env.close)
 
 
 def policy_payload(exported, run: str) -> bytes:

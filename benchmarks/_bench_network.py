@@ -110,7 +110,7 @@ def bench_network(models: dict[str, dict[str, Any]], quick: bool) -> dict[str, A
             policy = TFLitePolicy(ex.tflite, num_threads=1)
             # The raw cells get what the policy gives its model, computed ahead of time by
             # the policy's own input map (a float32 [1, obs_dim] view of the observation).
-            xs = np.stack([policy._to_input(o) for o in obs])  # [256, 1, obs_dim]
+            xs = np.stack([policy.to_input(o) for o in obs])  # [256, 1, obs_dim]
             delegates = [("XNNPACK", OpResolverType.AUTO)]
             if precision != "fp16":
                 delegates.append(("none", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))

@@ -5,10 +5,10 @@ Each round starts a Mosquitto of its own (loopback, anonymous), an ``edge-rl lea
 process, in one of three arms:
 
 * ``rpi4``: the shipped ``--board rpi4`` file (``emulation.compute_slowdown: 6``), as a
-  real board runs it now;
+  real board runs it;
 * ``no emulation``: a copy of that file without its ``emulation`` section;
-* ``rpi4 --emulate``: the same file with the emulation applied, which is what every board did
-  before (and what the simulated fleet still does).
+* ``rpi4 --emulate``: the same file with the emulation applied, as the simulated fleet
+  runs it.
 
 It prints, per arm (median and range of the rounds), from summary.json: the run's
 ``wall_s`` (the learner's; it trains as the data comes), the actor's busy seconds (its

@@ -9,9 +9,9 @@ Two policies, calibrated on 1,000 random normal observations (``export.calibrati
 default): the CartPole DQN net (4-256-256-2) and a HalfCheetah-shaped TD3 actor
 (17-256-256-6, tanh head and frozen rescale). Per int8 export:
 
-    in-process  what ``export_policy`` did before the worker: deployable model, the
-                converter in this process (fd-2 filter, quiet loggers), LiteRT's I/O check
-    worker      ``export_policy`` now: the same, the conversion in the warm worker (model
+    in-process  deployable model, the converter in this process (fd-2 filter, quiet
+                loggers), LiteRT's I/O check
+    worker      ``export_policy``: the same, the conversion in the warm worker (model
                 serialised with Keras, sent through a pipe, bytes back)
 
 The two take turns in rounds, so that load on a shared 2-core machine hits both alike; the

@@ -147,7 +147,7 @@ class RunConfig:
     replay_capacity: int = 100_000
     replay_ratio: float = 0.5  # gradient updates per transition received
     # Flow control: the fleet may run at most this many transitions ahead of what the
-    # updates done so far have paid for at the replay ratio (see nodes/fleet_control.py).
+    # updates done so far have paid for at the replay ratio (see ``edge_rl.learner.fleet_control``).
     max_lag_transitions: int = 1_000
     # Credit an actor was granted, stepped and sent, but that has not arrived after this
     # long is written off and granted again (a broker restart loses in-flight batches);

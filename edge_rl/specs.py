@@ -1,6 +1,6 @@
 """Array and environment specs: what an observation and an action look like.
 
-Numpy only (no gymnasium import), so that the wire codec and the replay ingest can check
+Numpy only (no gymnasium import), so that the wire codec and the learner's ingest can check
 a batch against the spec on a board or a learner alike. ``EnvSpec.from_gym`` duck-types
 the gymnasium spaces it is given.
 """

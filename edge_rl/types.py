@@ -1,6 +1,6 @@
 """Typed records that cross a boundary: the wire, a queue, a thread. Numpy only.
 
-Nothing here knows how it is encoded; ``edge_rl.wire.transitions`` does that.
+Nothing here knows how it is encoded; ``edge_rl.wire`` does that.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
            obs' = env.step(action)
            batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
 
-Control (edge/run_control.py): the actor joins the run start the learner's retained
+Control (``run_control``): the actor joins the run start the learner's retained
 control names, and steps only while it says ``running`` and its env-step count is below the
 credit granted to this process (flow control; waiting, it ships what it has batched so the
 learner can grant more). A ``stopped`` of its run flushes everything, publishes a final

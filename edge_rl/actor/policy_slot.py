@@ -28,8 +28,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
-
 from edge_rl.runtime.litert import TFLitePolicy
 from edge_rl.specs import EnvSpec
 from edge_rl.types import PolicyManifest
@@ -166,7 +164,7 @@ class PolicySlot:
             )
         except ValueError as e:  # float I/O or the tensor bound
             raise CodecError("bad_model", str(e)) from None
-        except RuntimeError as e:  # fuzzing found allocate_tensors failing on a signed model
+        except RuntimeError as e:  # allocate_tensors can fail on a validly signed model
             raise CodecError("load_failed", str(e)) from None
         spec = self.spec
         out = (spec.num_actions,) if m.output_kind == "q_values" else spec.action_shape
@@ -178,15 +176,10 @@ class PolicySlot:
                 f"model maps {runner.input_shape} -> {runner.output_shape}; this env needs "
                 f"{(1, *spec.obs_shape)} -> {(1, *out)}",
             )
-        # Fuzzing found models that load but fail on their first invoke (RuntimeError: "input
-        # tensor lacks data"); the actor loop calls the runner unguarded, so run it once here,
-        # on a zero observation, and refuse a model that cannot run (§7 load_failed). Straight
-        # on the interpreter: a load-time check (in model_load), not one of the loop's calls.
-        interp = runner._interp
+        # The actor loop calls the runner unguarded, so a model that cannot run once on a
+        # zero observation is refused here (§7 load_failed), in model_load's time.
         try:
-            interp.set_tensor(runner._in_index, np.zeros(runner.input_shape, np.float32))
-            interp.invoke()
-            shape = interp.get_tensor(runner._out_index).shape
+            shape = runner.output_shape_on_zeros()
         except (RuntimeError, ValueError) as e:
             raise CodecError("load_failed", f"the model does not run: {e}") from None
         if shape != (1, *out):

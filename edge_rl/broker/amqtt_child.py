@@ -1,7 +1,8 @@
 """The embedded amqtt broker's child process: ``python -m edge_rl.broker.amqtt_child HOST PORT``.
 
-Started by ``EmbeddedBroker(kind="amqtt")`` (broker.py); it prints a ready line on stderr,
-which the parent waits for, and exits on SIGTERM/SIGINT or when the parent closes its stdin.
+Started by ``EmbeddedBroker(kind="amqtt")`` (``edge_rl.broker.embedded``); it prints a ready
+line on stderr, which the parent waits for, and exits on SIGTERM/SIGINT or when the parent
+closes its stdin.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ no ``--broker`` is given::
         connect = mqtt_connect(broker.url, broker.auth("learner"))
 
 Without ``accounts`` the broker is anonymous (the test fixtures). With them, Mosquitto
-refuses anonymous clients and applies the run's ACL (broker_config.py); the amqtt
+refuses anonymous clients and applies the run's ACL (``edge_rl.broker.config``); the amqtt
 fallback has neither: it logs so, and listens on loopback only.
 
 Both brokers run in a child process, so a busy learner never shares a GIL or an

@@ -227,10 +227,8 @@ class Compressor:
         self._ratio_sum = float(meta["ratio_sum"])
         self.mask_updates = int(meta["mask_updates"])
         self.decisions = list(meta["decisions"])
-        self.transition_step, self.transition_shift = (
-            meta["transition_step"],
-            meta["transition_shift"],
-        )
+        self.transition_step = meta["transition_step"]
+        self.transition_shift = meta["transition_shift"]
         if self.controller is not None:
             self.controller.load_state(meta["controller"])
         self._ratios = None
@@ -249,7 +247,7 @@ class Compressor:
             kernel.assign(expand_circulant(vectors, b))
 
     def _transition(self) -> None:
-        """Circulant -> pruned (transition.py), at the first call at or past shift_step."""
+        """Circulant -> pruned (``phase_change``), at the first call at or past shift_step."""
         assert self.plan is not None and self.controller is not None
         b = self.config.block_size
         shifts = []

@@ -1,4 +1,4 @@
-"""GST's transition from block-circulant to pruned weights (Lee et al. 2021; issue 4).
+"""GST's phase change from block-circulant to pruned weights (Lee et al. 2021).
 
 At ``GSTPlan.shift_step`` each GST layer trades its circulant vectors ``c [in/b_c, out/b_c,
 b_c]`` for a dense kernel ``W [in, out]`` under a ``b_p x b_p`` block mask::

@@ -1,4 +1,4 @@
-"""GST's phase plan and compression-ratio accounting (Lee et al. 2021; issue 4). Pure Python.
+"""GST's phase plan and compression-ratio accounting (Lee et al. 2021). Pure Python.
 
 A GST layer is block-circulant for the first ``s_shift`` of training and pruned after it::
 
@@ -6,7 +6,7 @@ A GST layer is block-circulant for the first ``s_shift`` of training and pruned 
                    method=TransitionMethod.BLOCK4_FRIENDLY_BLOCK2)
     for step in range(plan.total_steps):
         if plan.is_transition(step):   # once, at plan.shift_step (never when s_shift = 1)
-            ... transition.transition(...) swaps each circulant layer for a masked Dense
+            ... phase_change.transition(...) swaps each circulant layer for a masked Dense
         if plan.phase(step) is Phase.PRUNED:
             ... masks.apply(); the reward-aware schedule begins at plan.shift_step
 
@@ -41,7 +41,7 @@ class Phase(enum.Enum):
 
 
 class TransitionMethod(enum.Enum):
-    """The paper's three block-size transition methods; our reading in ``transition.py``."""
+    """The paper's three block-size transition methods; our reading in ``phase_change``."""
 
     PROJECTION = "projection"  # any pruning block size (default: the circulant one)
     BLOCK4_FRIENDLY_BLOCK2 = "block4_friendly_block2"  # circulant 2 -> 4x4 pruning groups
@@ -172,7 +172,7 @@ class GSTPlan:
     total_steps: int
     # The paper's S_shift: fraction of training spent block-circulant (see module docstring).
     s_shift: float
-    # Block sizes and the paper's block-size transition method (transition.py).
+    # Block sizes and the paper's block-size transition method (``phase_change``).
     circulant_block_size: int = 4
     method: TransitionMethod = TransitionMethod.PROJECTION
     pruning_block_size: int | None = None  # None: set by the method; resolved on construction

@@ -214,6 +214,13 @@ def _check(
         raise ValueError("nothing to make: ask for --tls, --passwords or both")
     if passwords:
         find_mosquitto_passwd()  # FileNotFoundError that says how to install it
+    _check_arguments(actors, server_names, days)
+    _check_existing(root, actors, tls, passwords, server_names)
+
+
+def _check_arguments(actors: list[str], server_names: list[str], days: int) -> None:
+    """Actor ids, ``--days`` and ``--server-name`` values that no certificate or passwd
+    entry could be made for."""
     if not actors:
         raise ValueError("name at least one actor id (--actors pi-01,pi-02)")
     if len(set(actors)) != len(actors) or LEARNER in actors:
@@ -225,6 +232,12 @@ def _check(
     for name in server_names:
         if not name or any(c.isspace() for c in name):
             raise ValueError(f"invalid --server-name {name!r}")
+
+
+def _check_existing(
+    root: Path, actors: list[str], tls: bool, passwords: bool, server_names: list[str]
+) -> None:
+    """Files under ``root`` that making these credentials would overwrite or contradict."""
     secrets_ = [("client.key", tls), ("password", passwords)]
     clashes = [
         root / "boards" / a / f

@@ -1,4 +1,4 @@
-"""Reports a person can look at (issue 5): PNG plots and a markdown summary of runs.
+"""Reports a person can look at: PNG plots and a markdown summary of runs.
 
     runs = [load_run(path) for path in run_dirs]  # summary.json + metrics.csv, typed
     written = write_report(runs, out_dir)        # PNGs for plots.PLOTS, then report.md

@@ -1,4 +1,4 @@
-"""What a run cost (issue 5): where its threads spent their wall time, and its energy.
+"""What a run cost: where its threads spent their wall time, and its energy.
 
 Each figure has one row per run that recorded the data (a run from before the runtime
 breakdown or the energy block is left out; no such run at all: no figure). Bars are

@@ -1,7 +1,7 @@
 """What a run cost, read back from ``summary.json``: its runtime breakdown and its energy.
 
-Both blocks are newer than the report (issue 5), so either may be absent (or ``null``)
-and the run still loads; a block that is present but malformed is a ``ValueError`` whose
+Either block may be absent (or ``null``: a run that did not record it) and the run
+still loads; a block that is present but malformed is a ``ValueError`` whose
 message names the block, which ``runs.py`` turns into a ``RunDirError`` naming the file.
 The writers are ``edge_rl/telemetry/breakdown.py`` (``runtime_breakdown``) and
 ``edge_rl/telemetry/energy.py`` (``energy``).

@@ -71,7 +71,7 @@ def _cells(run: Run) -> list[str]:
 
 
 def _costs(runs: Sequence[Run]) -> list[str]:
-    """The energy and fleet-load table, for the runs that recorded either (issue 5)."""
+    """The energy and fleet-load table, for the runs that recorded either."""
     rows = [r for r in runs if r.summary.energy or r.summary.runtime_breakdown]
     if not rows:
         return []

@@ -21,7 +21,7 @@ import numpy as np
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.report.costs import Energy, RuntimeBreakdown, parse_breakdown, parse_energy
 
-# What the report needs; older or newer runs may carry more (ignored) but not less.
+# What the report needs; a run may carry more (ignored) but not less.
 REQUIRED_SUMMARY = ("env_id", "algo", "seed", "env_steps", "updates", "wall_s", "final_eval_return")
 REQUIRED_METRICS = ("wall_s", "env_steps", "recent_return", "policy_version")
 
@@ -47,8 +47,8 @@ class RunSummary:
     policy_payload_bytes: int | None
     exports_failed: int | None
     selection_scores: dict[int, float]  # policy version -> greedy return (model selection)
-    runtime_breakdown: RuntimeBreakdown | None = None  # None: a run from before issue 5
-    energy: Energy | None = None  # None: a run from before issue 5
+    runtime_breakdown: RuntimeBreakdown | None = None  # None: the run did not record it
+    energy: Energy | None = None  # None: the run did not record it
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Run:
     path: Path
     summary: RunSummary
     metrics: Metrics
-    publishes: tuple[Publish, ...] = ()  # empty for runs from before publishes.jsonl
+    publishes: tuple[Publish, ...] = ()  # empty when the run has no publishes.jsonl
 
     @property
     def name(self) -> str:

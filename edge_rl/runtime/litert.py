@@ -101,14 +101,26 @@ class TFLitePolicy:
                 "models with float32 I/O (raw observation in), as edge_rl.export writes them"
             )
 
-    def _to_input(self, obs: np.ndarray) -> np.ndarray:
+    def to_input(self, obs: np.ndarray) -> np.ndarray:
+        """What the model is given for ``obs``: a float32 view in the input tensor's shape."""
         return np.asarray(obs, np.float32).reshape(self.input_shape)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Run one observation; returns the output row, shape ``[out_dim]``."""
-        self._interp.set_tensor(self._in_index, self._to_input(obs))
+        self._interp.set_tensor(self._in_index, self.to_input(obs))
         self._interp.invoke()
         return self._interp.get_tensor(self._out_index)[0]  # get_tensor returns a copy
+
+    def output_shape_on_zeros(self) -> tuple[int, ...]:
+        """The output tensor's shape after one invoke on a zero observation.
+
+        A model can load and allocate and still fail on its first invoke (RuntimeError
+        "input tensor lacks data", found by fuzzing signed models): this raises what the
+        interpreter raises (``RuntimeError``, ``ValueError``), so a caller can refuse such
+        a model before it is ever called on a real observation."""
+        self._interp.set_tensor(self._in_index, np.zeros(self.input_shape, np.float32))
+        self._interp.invoke()
+        return tuple(self._interp.get_tensor(self._out_index).shape)
 
     def batch(self, obs: np.ndarray) -> np.ndarray:
         """Run a batch one row at a time (the model has batch size 1): ``[n, out_dim]``."""

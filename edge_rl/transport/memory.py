@@ -49,7 +49,7 @@ class MemoryTransport:
         self.connects = 0
 
     def start(self) -> None:
-        self.broker._submit(self._connect)
+        self.broker.submit(self._connect)
 
     def wait_connected(self, timeout: float) -> bool:
         return self._connected.wait(timeout)
@@ -68,7 +68,7 @@ class MemoryTransport:
             raise ValueError(f"payload of {len(payload)} bytes exceeds max_packet_size")
         if not self.connected:
             return False
-        self.broker._submit(lambda: self.broker._route(topic, bytes(payload), retain))
+        self.broker.route(topic, bytes(payload), retain)
         return True
 
     def matches(self, topic: str) -> bool:
@@ -79,9 +79,10 @@ class MemoryTransport:
         self._connected.set()
         self._call(self.on_connect)
         for topic, payload in self.broker.retained_for(self):
-            self._deliver(topic, payload)
+            self.deliver(topic, payload)
 
-    def _deliver(self, topic: str, payload: bytes) -> None:
+    def deliver(self, topic: str, payload: bytes) -> None:
+        """On the broker's thread: hand one message to ``on_message`` while connected."""
         if self.connected and self.on_message is not None:
             self._call(lambda: self.on_message(topic, payload))
 
@@ -121,17 +122,17 @@ class MemoryBroker:
         client.stop()
         if client.will is not None:
             topic, payload = client.will
-            self._submit(lambda: self._route(topic, payload, True))
+            self.route(topic, payload, True)
 
     def lose(self, topic_filter: str, count: int) -> None:
         """Fault injection: the next ``count`` messages matching ``topic_filter`` are
         acknowledged to their publisher and delivered to no one (as in a broker crash)."""
-        self._submit(lambda: self._losses.append([topic_filter, count]))
+        self.submit(lambda: self._losses.append([topic_filter, count]))
 
     def wait_idle(self, timeout: float) -> bool:
         """True once everything submitted so far has been delivered."""
         done = threading.Event()
-        self._submit(done.set)
+        self.submit(done.set)
         return done.wait(timeout)
 
     def retained_for(self, client: MemoryTransport) -> list[tuple[str, bytes]]:
@@ -141,8 +142,13 @@ class MemoryBroker:
         self._jobs.put(None)
         self._thread.join(timeout=5)
 
-    def _submit(self, job: _Job) -> None:
+    def submit(self, job: _Job) -> None:
+        """Run ``job`` on the broker's thread, after every job submitted before it."""
         self._jobs.put(job)
+
+    def route(self, topic: str, payload: bytes, retain: bool) -> None:
+        """Publish ``payload`` on ``topic`` from the broker's thread, in submission order."""
+        self.submit(lambda: self._route(topic, payload, retain))
 
     def _route(self, topic: str, payload: bytes, retain: bool) -> None:
         for loss in self._losses:
@@ -158,7 +164,7 @@ class MemoryBroker:
                 self.retained.pop(topic, None)
         for client in list(self.clients.values()):
             if client.matches(topic):
-                client._deliver(topic, payload)
+                client.deliver(topic, payload)
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:

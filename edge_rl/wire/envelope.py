@@ -14,7 +14,8 @@ error type.
     82+H    ...   body: the compressed model
 
 Every decode error is a ``CodecError`` with a short ``reason`` that the learner counts.
-The payload kinds are in ``codec`` (transitions, status, control) and ``bundle`` (policy).
+The payload kinds are in ``transitions``, ``messages`` (status, control, credit) and
+``policy`` (the signed policy bundle).
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ def unpack_signed(
     """Verify, then parse: ``check(key_id, signed_bytes, signature)`` raises ``CodecError``
     unless the signature is genuine, and nothing of the header is read before it returns."""
     if len(data) >= _PREFIX.size and _PREFIX.unpack_from(data)[1] == 1:
-        raise CodecError("unsigned", "a protocol v1 payload: unsigned, this build needs v2")
+        raise CodecError(
+            "unsigned", f"a protocol v1 payload: unsigned; this build speaks v{SCHEMA_VERSION}"
+        )
     hlen = _frame(data, magic, max_bytes)
     end = _PREFIX.size + hlen
     if end + KEY_ID_BYTES + SIGNATURE_BYTES > len(data):

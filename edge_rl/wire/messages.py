@@ -1,5 +1,5 @@
 """Protocol v3 status, control and credit payloads (docs/protocol.md §5): small JSON
-headers with an empty body. Re-exported by ``codec``, the module callers import.
+headers with an empty body.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def encode_status(status: ActorStatus) -> bytes:
 
 
 def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
-    """Drop fields this build does not know: a newer peer may add fields within v1."""
+    """Drop fields this build does not know: a newer peer may add fields within v3."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in header.items() if k in names}
 
@@ -51,7 +51,7 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
     the credit ledger, and a string where a count belongs must not reach any of them."""
     header, _ = _unpack(data, MAGIC_STATUS, max_bytes)
     fields = _known(ActorStatus, header)
-    if "breakdown" in fields:  # optional: older actors do not send it
+    if "breakdown" in fields:  # optional (§5.1): an actor may leave it out
         fields["breakdown"] = _breakdown(fields["breakdown"])
     if fields.get("state") not in _ACTOR_STATES:
         raise CodecError("bad_header", f"status state {fields.get('state')!r}")
@@ -104,7 +104,7 @@ def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
     header, _ = _unpack(data, MAGIC_CONTROL, max_bytes)
     if header.get("state") not in ("running", "paused", "stopped"):
         raise CodecError("bad_header", f"control state {header.get('state')!r}")
-    if not isinstance(header.get("reason", ""), str):  # fuzzing found "reason": null taken
+    if not isinstance(header.get("reason", ""), str):  # null is not a string (§5)
         raise CodecError("bad_header", "control reason must be a string")
     return ControlMessage(header["state"], run_id_field(header), header.get("reason", ""))
 

@@ -1,5 +1,5 @@
-"""Protocol v1 policy bundle: the manifest as the envelope's header, the packed model as its
-body (docs/protocol.md §4). The "blocks" model codec is in ``blocks``.
+"""Protocol v3 policy bundle (``ERLP``): the manifest as the envelope's header, the packed
+model as its body, signed (docs/protocol.md §4). The "blocks" model codec is in ``blocks``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def compress_model(
 
 def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
     if codec == "none":
-        if len(payload) > max_bytes:  # fuzzing found "none" skipped the bound (§6: too_large)
+        if len(payload) > max_bytes:  # "none" is bounded like the others (§6: too_large)
             raise CodecError("too_large", f"model of {len(payload)} bytes > limit {max_bytes}")
         return bytes(payload)
     if codec == "blocks":
@@ -57,8 +57,8 @@ def decompress_model(payload: bytes, codec: str, max_bytes: int) -> bytes:
         raise CodecError("bad_model", f"model does not decompress: {e}") from None
     if len(out) > max_bytes or d.unconsumed_tail:
         raise CodecError("too_large", f"model decompresses past {max_bytes} bytes")
-    # Fuzzing found a cut stream (even b"") inflated to its first bytes and was accepted, and
-    # bytes after the stream were ignored: one complete RFC 1950 stream, nothing after it.
+    # One complete RFC 1950 stream and nothing after it: zlib inflates a cut stream (even
+    # b"") to its first bytes without an error, and ignores bytes after the end marker.
     if not d.eof:
         raise CodecError("truncated", "the zlib stream ends before its end marker")
     if d.unused_data:
@@ -78,10 +78,10 @@ EXPLORATION_RANGES = {"epsilon": (0.0, 1.0), "sigma": (0.0, 1.0)}
 MAX_POLICY_VERSION = 2**53 - 1  # exact in every JSON reader
 
 
-# Fuzzing found that manifest_from_dict coerced what it read: "algo": null became "None",
-# "learner_step": 1.5 became 1, "obs_mean": "123" became (1.0, 2.0, 3.0), "obs_shape":
-# ["4"] became (4,), "created_unix": 1e999 became inf. docs/protocol.md §4: a missing or
-# ill-typed field is bad_manifest, so every field's JSON type is checked before it is read.
+# docs/protocol.md §4: a missing or ill-typed field is bad_manifest, so every field's JSON
+# type is checked before it is read. The conversions that build the manifest would otherwise
+# coerce: "algo": null to "None", "learner_step": 1.5 to 1, "obs_mean": "123" to
+# (1.0, 2.0, 3.0), "obs_shape": ["4"] to (4,), "created_unix": 1e999 to inf.
 _STRINGS = ("algo", "env_id", "precision", "model_sha256", "codec")
 _OPTIONAL_STRINGS = ("output_kind", "run", "run_id")
 _QUANT_KEYS = frozenset(("dtype", "scale", "zero_point"))
@@ -100,9 +100,9 @@ def _numbers(v: Any) -> bool:
 
 
 def _finite_json(value: Any) -> bool:
-    """No inf anywhere inside (JSON's 1e999 parses as inf; fuzzing found a free-form
-    ``extra`` carried it in, and the bundle could then not be encoded again). Iterative: the
-    header parser allows nesting as deep as the recursion limit."""
+    """No inf anywhere inside (JSON's 1e999 parses as inf, and a free-form ``extra``
+    holding one could not be encoded again). Iterative: the header parser allows nesting as
+    deep as the recursion limit."""
     stack = [value]
     while stack:
         v = stack.pop()
@@ -114,6 +114,15 @@ def _finite_json(value: Any) -> bool:
 
 def _mistyped(d: dict[str, Any]) -> str | None:
     """The first field of ``d`` whose JSON type (or range) §4 does not allow, or None."""
+    for check in (_mistyped_scalar, _mistyped_env_spec, _mistyped_quant, _mistyped_obs_stats):
+        wrong = check(d)
+        if wrong:
+            return wrong
+    return None
+
+
+def _mistyped_scalar(d: dict[str, Any]) -> str | None:
+    """The strings, ``created_unix``, ``extra`` and the non-negative ints."""
     for key in _STRINGS + tuple(k for k in _OPTIONAL_STRINGS if k in d):
         if not isinstance(d.get(key), str):
             return key
@@ -124,6 +133,10 @@ def _mistyped(d: dict[str, Any]) -> str | None:
     for key in ("learner_step", "model_size"):
         if type(d.get(key)) is not int or d[key] < 0:
             return key
+    return None
+
+
+def _mistyped_env_spec(d: dict[str, Any]) -> str | None:
     spec = d.get("env_spec")
     if not isinstance(spec, dict) or not (
         _ints(spec.get("obs_shape"), 1)
@@ -134,6 +147,10 @@ def _mistyped(d: dict[str, Any]) -> str | None:
         and _numbers(spec.get("action_high", []))
     ):
         return "env_spec"
+    return None
+
+
+def _mistyped_quant(d: dict[str, Any]) -> str | None:
     for key in ("input_quant", "output_quant"):
         q = d.get(key)
         if (
@@ -146,6 +163,10 @@ def _mistyped(d: dict[str, Any]) -> str | None:
             )
         ):
             return key
+    return None
+
+
+def _mistyped_obs_stats(d: dict[str, Any]) -> str | None:
     for key in ("obs_mean", "obs_std"):  # informational (§4.1): their length is not checked
         if not _numbers(d.get(key)):
             return key

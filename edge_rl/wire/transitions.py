@@ -1,7 +1,8 @@
-"""Protocol v3 wire codec: transitions, status, control and credit payloads (docs/protocol.md).
+"""Protocol v3 transition batches (``ERLT``, docs/protocol.md §3.1): a ``TransitionBatch``
+to bytes and back, checked against the run's ``EnvSpec`` on the way in.
 
-The envelope they share, and ``CodecError``, are in ``envelope``; the policy bundle is in
-``bundle``. Both are re-exported here, so ``codec`` is the one module callers import.
+The envelope, and ``CodecError``, are in ``envelope``; status, control and credit payloads
+in ``messages``; the signed policy bundle in ``policy``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ import math
 import numpy as np
 
 from edge_rl.specs import EnvSpec
-from edge_rl.types import (
-    TransitionBatch,
-)
+from edge_rl.types import TransitionBatch
 from edge_rl.wire.envelope import (
     DEFAULT_MAX_PAYLOAD,
     MAGIC_TRANSITIONS,
@@ -22,9 +21,7 @@ from edge_rl.wire.envelope import (
 from edge_rl.wire.envelope import field as _field
 from edge_rl.wire.envelope import pack as _pack
 from edge_rl.wire.envelope import unpack as _unpack
-from edge_rl.wire.messages import (
-    run_id_field,
-)
+from edge_rl.wire.messages import run_id_field
 
 # Wire dtypes: little-endian numpy type strings. Booleans travel as uint8 (0/1).
 _F32, _I64, _U8 = "<f4", "<i8", "|u1"
@@ -50,7 +47,7 @@ def peek_count(data: bytes) -> int:
 
 def peek_batch(data: bytes) -> tuple[str, int, int] | None:
     """``(actor_id, session, n)`` a transition payload's header claims, unchecked beyond
-    their types; None if unreadable. For the learner's own drops (nodes/inbox.py)."""
+    their types; None if unreadable. For the learner's own drops (``edge_rl.learner.inbox``)."""
     try:
         header, _ = _unpack(data, MAGIC_TRANSITIONS, max(len(data), 1))
     except CodecError:
@@ -149,8 +146,14 @@ def validate_batch(
     batch: TransitionBatch, spec: EnvSpec, raw_flags: tuple[np.ndarray, ...] = ()
 ) -> None:
     """Shapes and dtypes against ``spec``, finite values, actions inside the action space."""
-    # Fuzzing found: a hand-built record with a 0-d reward made len() raise IndexError, and
-    # one with no rows made the discrete range check's min() raise ValueError. Refuse both.
+    _check_shapes(batch, spec)
+    _check_values(batch, spec, raw_flags)
+
+
+def _check_shapes(batch: TransitionBatch, spec: EnvSpec) -> None:
+    """Every array's shape and dtype is what ``spec`` says for ``n`` rows, ``n > 0``."""
+    # A hand-built record with a 0-d reward would make len() raise IndexError, and one with
+    # no rows the discrete range check's min() raise ValueError (both found by fuzzing).
     if batch.reward.ndim != 1 or batch.reward.shape[0] == 0:
         raise CodecError("shape", f"reward shape {batch.reward.shape}, expected (n,), n > 0")
     n = len(batch)
@@ -171,6 +174,10 @@ def validate_batch(
     for name in ("reward", "terminated", "truncated"):
         if getattr(batch, name).shape != (n,):
             raise CodecError("shape", f"{name} shape {getattr(batch, name).shape}, expected ({n},)")
+
+
+def _check_values(batch: TransitionBatch, spec: EnvSpec, raw_flags: tuple[np.ndarray, ...]) -> None:
+    """Flags 0 or 1, every float finite, every action inside the action space."""
     for flags in raw_flags:
         if flags.size and flags.max() > 1:
             raise CodecError("bad_array", "terminated/truncated must be 0 or 1")
@@ -180,9 +187,9 @@ def validate_batch(
     if spec.discrete:
         if batch.action.min() < 0 or batch.action.max() >= spec.num_actions:
             raise CodecError("action_range", f"action outside [0, {spec.num_actions})")
-    else:
-        a = batch.action.reshape(n, -1)
-        if np.any(a < np.asarray(spec.action_low, np.float32)) or np.any(
-            a > np.asarray(spec.action_high, np.float32)
-        ):
-            raise CodecError("action_range", "action outside the Box bounds")
+        return
+    a = batch.action.reshape(len(batch), -1)
+    if np.any(a < np.asarray(spec.action_low, np.float32)) or np.any(
+        a > np.asarray(spec.action_high, np.float32)
+    ):
+        raise CodecError("action_range", "action outside the Box bounds")
