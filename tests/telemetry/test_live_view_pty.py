@@ -33,8 +33,9 @@ NOT_IN_TERMINAL = [
     b"XNNPACK delegate",
     b'"transitions_received"',
     b'"runtime_breakdown"',
-    b"[codecarbon",  # codecarbon's warnings, of its own handler or ours
-    b" codecarbon: ",
+    b"[codecarbon",  # codecarbon's records, in its own handler's format or ours
+    b"WARNING codecarbon",
+    b"ERROR codecarbon",
     b"Regional emissions retrieval failed",
 ]
 
