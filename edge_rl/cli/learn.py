@@ -155,7 +155,13 @@ def learn(
     # (imports TensorFlow: after the claim)
     from edge_rl.learner.run import LearnOptions, run_learner
 
-    options = LearnOptions(broker, embedded_broker, auth, resume_dir is not None, stop)
+    options = LearnOptions(
+        broker=broker,
+        embedded_broker=embedded_broker,
+        auth=auth,
+        resume=resume_dir is not None,
+        stop=stop,
+    )
     try:
         summary = run_learner(cfg, run_dir, options)
     except KeyboardInterrupt:  # before the loop runs, or a second signal: no summary.json
