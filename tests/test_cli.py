@@ -40,6 +40,8 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_avai
         "export.min_greedy_agreement=0.0",
         "--set",
         "run=cli-smoke",
+        "--set",
+        "energy.region=atlantis",  # codecarbon warns that it has no such region, on any host
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((run / "summary.json").read_text())
@@ -60,6 +62,19 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_avai
     assert summary["eval_episodes"] == 10 and summary["final_eval_return"] is not None
     assert set(summary["actors"]) == {"sim-00", "sim-01"}
     assert (run / "fleet" / "sim-00.log").exists() and (run / "config.yaml").exists()
+    # codecarbon's warnings (that region; on a host whose CPU it does not know, five more)
+    # are in learner.log and not on stderr; the result states its method once.
+    notes = summary["energy"]["learner"]["notes"]
+    assert any("Regional emissions retrieval failed" in n for n in notes), notes
+    learner_log, stderr = (
+        " ".join(s.split()) for s in ((run / "learner.log").read_text(), proc.stderr)
+    )
+    for note in notes:
+        assert note in learner_log and note not in stderr, note
+    assert "WARNING codecarbon: " in learner_log
+    for mark in ("[codecarbon", "WARNING codecarbon", "ERROR codecarbon"):
+        assert mark not in stderr, proc.stderr[-4000:]
+    assert proc.stdout.count("learner energy by codecarbon: CPU ") == 1, proc.stdout
 
     ev = cli("eval", str(run / "policy.tflite"), "--env", "CartPole-v1", "--episodes", "3")
     assert ev.returncode == 0, ev.stderr[-2000:]

@@ -1,6 +1,6 @@
-"""What a board runs: ``edge-rl actor`` (one actor) and ``edge-rl doctor`` (is it ready?).
+"""``edge-rl actor``: one actor, what a board runs (``edge-rl doctor`` checks it can).
 
-Neither imports TensorFlow: a board has ``edge-rl[edge]`` only. A board made by
+No TensorFlow: a board has ``edge-rl[edge]`` only. A board made by
 ``edge-rl flash`` has its whole set-up in one file (``/etc/edge-rl/board.yaml``, with an
 ``actor:`` section), so its service runs ``edge-rl actor --config /etc/edge-rl/board.yaml``.
 """
@@ -10,11 +10,16 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from pathlib import Path
 
 import click
 
-from edge_rl.cli.common import auth_from_options, auth_options, complete, setup_logging
+from edge_rl.cli.common import (
+    AuthOptions,
+    auth_from_options,
+    auth_options,
+    complete,
+    setup_logging,
+)
 
 log = logging.getLogger("edge_rl")
 
@@ -60,25 +65,25 @@ def _setting(given, board_cfg, name: str, option: str, default=None):
 @auth_options("This board's directory of `edge-rl credentials` (DIR/boards/ID).")
 @click.pass_context
 def actor(
-    ctx,
-    board,
-    broker,
-    env_id,
-    actor_id,
-    run,
-    root,
-    seed,
-    max_env_steps,
-    policy_key,
-    emulate,
-    auth_opts,
+    ctx: click.Context,
+    board: str,
+    broker: str | None,
+    env_id: str | None,
+    actor_id: str | None,
+    run: str | None,
+    root: str | None,
+    seed: int | None,
+    max_env_steps: int | None,
+    policy_key: str | None,
+    emulate: bool,
+    auth_opts: AuthOptions,
 ) -> None:
     """Run one actor: LiteRT policy, on-device exploration, transitions to the learner."""
     from edge_rl.actor.node import ActorNode, ActorOptions
     from edge_rl.boards import board_file, load_board
     from edge_rl.transport.mqtt import mqtt_connect
 
-    setup_logging(ctx.obj["verbose"])
+    setup_logging(ctx.obj.verbose)
     try:
         board_cfg = load_board(board_file(board))
         actor_id = _setting(actor_id, board_cfg, "id", "--id")
@@ -109,49 +114,3 @@ def actor(
         pass
     if node.rc.state == "refused":  # another live actor has this id (logged): not a crash,
         sys.exit(3)  # but not a success either (the unit does not restart on 3)
-
-
-@click.command()
-@click.option(
-    "--config",
-    "config",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The board's own file (edge-rl flash writes it: /etc/edge-rl/board.yaml).",
-)
-@click.option(
-    "--reference",
-    type=click.Path(file_okay=False),
-    help="The bundle's reference/ (model.tflite, expected.npz); default: next to "
-    "the board file, or one level up.",
-)
-@click.option("--skip-broker", is_flag=True, help="Leave out the broker check (no network yet).")
-@click.option(
-    "--timeout",
-    type=float,
-    default=10.0,
-    show_default=True,
-    help="Seconds each check that waits (broker, delegate) may take.",
-)
-def doctor(config, reference, skip_broker, timeout) -> None:
-    """Check that this board can act: one line per check (ok or FAIL, with a fix);
-    exit status 1 if any failed.
-
-    The broker check logs in as this board for a moment: a broker with
-    use_username_as_clientid then drops the board's running actor once (it reconnects)."""
-    from edge_rl.deploy.doctor import run_checks
-
-    checks = run_checks(
-        Path(config),
-        Path(reference) if reference else None,
-        broker=not skip_broker,
-        timeout=timeout,
-    )
-    for check in checks:
-        click.echo(check.line())
-    failed = [c.name for c in checks if not c.ok]
-    click.echo(
-        f"{len(checks) - len(failed)} of {len(checks)} checks passed"
-        + (f"; failed: {', '.join(failed)}" if failed else "")
-    )
-    sys.exit(1 if failed else 0)

@@ -1,5 +1,5 @@
 """What the ``edge-rl`` commands share: logging set-up, and the broker credentials options
-of ``learn``, ``actor`` and ``fleet``.
+of ``learn``, ``actor`` and ``fleet`` (``AuthOptions``).
 
 Secrets never go on the command line (``ps`` shows it): a password comes from a file
 (``--password-file``, mode 0600) or an environment variable (``--password-env NAME``).
@@ -11,13 +11,38 @@ import dataclasses
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from edge_rl.transport.auth import AuthError, BrokerAuth
 
 _FILE = click.Path(dir_okay=False)
+_SINGLE = ("ca_file", "cert_file", "key_file", "username", "password_file", "password_env")
+Command = Callable[..., Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthOptions:
+    """The credentials options as given: the single ones, and ``--credentials DIR`` (one
+    identity's directory of ``edge-rl credentials``). ``auth_from_options`` checks them."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+    credentials: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupOptions:
+    """The ``edge-rl`` group's own options, for every command (``ctx.obj``)."""
+
+    verbose: bool = False
 
 
 def setup_logging(
@@ -35,10 +60,11 @@ def setup_logging(
     )
 
 
-def auth_options(credentials_help: str):
-    """Adds --ca-file --cert --key --username --password-file --password-env --credentials."""
+def auth_options(credentials_help: str) -> Callable[[Command], Command]:
+    """Adds --ca-file --cert --key --username --password-file --password-env --credentials,
+    handed to the command as one ``auth_opts: AuthOptions``."""
 
-    def decorate(command):
+    def decorate(command: Command) -> Command:
         options = [
             click.option(
                 "--ca-file",
@@ -73,10 +99,9 @@ def auth_options(credentials_help: str):
             command = option(command)
 
         @functools.wraps(command)
-        def wrapper(*args, **kwargs):
-            names = ("ca_file", "cert_file", "key_file", "username", "password_file")
-            values = {n: kwargs.pop(n) for n in (*names, "password_env")}
-            kwargs["auth_opts"] = (values, kwargs.pop("credentials_dir"))
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {n: kwargs.pop(n) for n in _SINGLE}
+            kwargs["auth_opts"] = AuthOptions(**given, credentials=kwargs.pop("credentials_dir"))
             return command(*args, **kwargs)
 
         return wrapper
@@ -84,18 +109,17 @@ def auth_options(credentials_help: str):
     return decorate
 
 
-def auth_from_options(auth_opts, identity: str | None = None) -> BrokerAuth:
+def auth_from_options(opts: AuthOptions, identity: str | None = None) -> BrokerAuth:
     """A ``BrokerAuth`` from the options: ``--credentials`` first (one identity's directory,
     username ``identity``), the single options over it. Bad input is a ``ClickException``.
     Merge it over a config's, then ``complete`` it."""
-    values, directory = auth_opts
     try:
         base = BrokerAuth()
-        if directory is not None:
+        if opts.credentials is not None:
             if identity is None:
                 raise AuthError("--credentials needs an identity")
-            base = BrokerAuth.from_directory(directory, identity)
-        return base.merged(BrokerAuth(**values))
+            base = BrokerAuth.from_directory(opts.credentials, identity)
+        return base.merged(BrokerAuth(**{n: getattr(opts, n) for n in _SINGLE}))
     except AuthError as e:
         raise click.ClickException(str(e)) from None
 

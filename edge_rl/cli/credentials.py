@@ -1,4 +1,5 @@
-"""``edge-rl credentials``: a CA, certificates and passwords for a deployment (credentials.py)."""
+"""``edge-rl credentials``: a CA, certificates and passwords for a deployment
+(edge_rl/deploy/credentials.py makes them)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,14 @@ import click
 )
 @click.option("--passwords", is_flag=True, help="Passwords and the broker's password file.")
 @click.option("--days", type=int, default=825, show_default=True, help="Certificate validity.")
-def credentials(directory, actors, tls, server_names, passwords, days) -> None:
+def credentials(
+    directory: str,
+    actors: str,
+    tls: bool,
+    server_names: tuple[str, ...],
+    passwords: bool,
+    days: int,
+) -> None:
     """Create what a broker and its boards need: a CA (key 0600) and per-board client
     certificates (common name = actor id), the broker's certificate, and/or password files
     (one per board, 0600) with the broker's hashed password file. Existing keys and

@@ -84,34 +84,34 @@ _DEFAULT_CACHE = Path.home() / ".cache" / "edge-rl" / "wheelhouse"
 )
 @click.pass_context
 def flash(
-    ctx,
-    board,
-    broker,
-    run_name,
-    env_id,
-    policy_key,
-    creds,
-    ids,
-    count,
-    prefix,
-    out,
-    root,
-    wifi_ssid,
-    wifi_password_file,
-    wifi_country,
-    ssh_key,
-    pythons,
-    wheelhouse_cache,
-    wheelhouse_dir,
-    wheel,
-    boot_partition,
-    rotate,
+    ctx: click.Context,
+    board: str,
+    broker: str,
+    run_name: str,
+    env_id: str,
+    policy_key: str,
+    creds: str,
+    ids: str | None,
+    count: int | None,
+    prefix: str,
+    out: str,
+    root: str,
+    wifi_ssid: str | None,
+    wifi_password_file: str | None,
+    wifi_country: str,
+    ssh_key: str | None,
+    pythons: str,
+    wheelhouse_cache: str | None,
+    wheelhouse_dir: str | None,
+    wheel: str | None,
+    boot_partition: str | None,
+    rotate: bool,
 ) -> None:
     """Write one bundle per board: cloud-init user-data (+ network-config), install.sh, a
     systemd unit, the board's own board.yaml with a unique actor id, its credentials and the
     learner's public key, a reference model for edge-rl doctor, an offline wheelhouse.
     Copy a bundle to a board's boot partition (or give --boot-partition) and boot it."""
-    setup_logging(ctx.obj["verbose"])
+    setup_logging(ctx.obj.verbose)
     try:
         from edge_rl.deploy.flash import FlashOptions, run_flash
     except ImportError as e:  # edge-rl[edge] only: no cryptography/TensorFlow here
@@ -149,35 +149,3 @@ def flash(
         raise click.ClickException(str(e)) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-@click.command()
-@click.option(
-    "--credentials",
-    "creds",
-    required=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="The deployment's edge-rl credentials directory.",
-)
-@click.argument("ids", nargs=-1, required=True)
-def retire(creds, ids) -> None:
-    """Retire boards: their credentials move to CREDS/retired/, their passwords leave the
-    broker's password file (install it on the broker and reload mosquitto), and their ids
-    stay in the registry, never issued again."""
-    from edge_rl.deploy import board_creds
-    from edge_rl.deploy.ids import Registry
-
-    creds = Path(creds)
-    try:
-        with Registry.open(creds) as reg:
-            reg.retire(list(ids))
-            for actor_id in ids:
-                moved = board_creds.retire(creds, actor_id)
-                click.echo(f"retired {actor_id}" + (f": credentials in {moved}" if moved else ""))
-    except ValueError as e:
-        raise click.ClickException(str(e)) from None
-    if (creds / "broker" / "mosquitto.passwd").exists():
-        click.echo(
-            f"install {creds}/broker/mosquitto.passwd on the broker and reload mosquitto: "
-            "until then the retired boards can still log in"
-        )

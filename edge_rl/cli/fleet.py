@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import click
 
-from edge_rl.cli.common import auth_from_options, auth_options, complete, setup_logging
+from edge_rl.cli.common import (
+    AuthOptions,
+    auth_from_options,
+    auth_options,
+    complete,
+    setup_logging,
+)
 
 
 @click.command()
@@ -29,7 +36,18 @@ from edge_rl.cli.common import auth_from_options, auth_options, complete, setup_
 @auth_options("The output of `edge-rl credentials`: actor ID uses DIR/boards/ID.")
 @click.pass_context
 def fleet(
-    ctx, broker, env_id, n, board, run, root, seed, log_dir, id_prefix, policy_key, auth_opts
+    ctx: click.Context,
+    broker: str,
+    env_id: str,
+    n: int,
+    board: str,
+    run: str,
+    root: str,
+    seed: int,
+    log_dir: str | None,
+    id_prefix: str,
+    policy_key: str,
+    auth_opts: AuthOptions,
 ) -> None:
     """Start N simulated actors (real processes) against a broker; Ctrl-C stops them.
 
@@ -40,13 +58,15 @@ def fleet(
     from edge_rl.boards import board_file
     from edge_rl.sim.fleet import Fleet, fleet_ids
 
-    setup_logging(ctx.obj["verbose"])
-    values, creds = auth_opts
+    setup_logging(ctx.obj.verbose)
+    creds = auth_opts.credentials
     # Built (and checked: a missing directory or file is an error) before any actor starts.
     auths = {}
     for actor_id in fleet_ids(n, id_prefix):
-        own = Path(creds) / "boards" / actor_id if creds else None
-        auths[actor_id] = complete(auth_from_options((values, own), actor_id), actor_id, broker)
+        own = dataclasses.replace(
+            auth_opts, credentials=str(Path(creds) / "boards" / actor_id) if creds else None
+        )
+        auths[actor_id] = complete(auth_from_options(own, actor_id), actor_id, broker)
     try:
         f = Fleet(
             n,

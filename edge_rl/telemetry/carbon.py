@@ -22,6 +22,14 @@ for how it measures the CPU; it names the mode in the INFO line it logs at every
 (``Delta energy consumed for CPU with cpu_load : ...``, also on a tracker that reuses the
 process's cached hardware set-up, which logs no set-up report), read by a filter on its
 ``codecarbon`` logger (``_Log``) that also drops its INFO lines from every handler.
+
+codecarbon gives its logger a stderr handler of its own and stops it propagating, at import
+and again in every tracker's constructor (``codecarbon/external/logger.py``). On a host
+without RAPL and with a CPU model it does not know, that handler prints five warning lines
+over the live view on every run. ``_to_our_log`` takes the handler away after each of those
+and lets the records propagate: they reach the process's own log handlers (``edge-rl learn``:
+learner.log), and ``not_codecarbon`` keeps them off the terminal's (telemetry/progress.py),
+where the result states the method once instead (``cpu_method_text``).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ log = logging.getLogger(__name__)
 MEASURE_POWER_SECS = 10.0
 # codecarbon 3.3 logs this at every measurement (EmissionsTracker._measure_power_and_energy).
 _CPU_MODE_LINE = re.compile(r"Delta energy consumed for CPU with (\w+) :")
+CODECARBON_LOGGER = "codecarbon"  # the one logger codecarbon 3.3 logs to
 _CPU_METHODS = {  # codecarbon's CPU modes (3.x) -> what they mean
     "intel_rapl": "measured by RAPL energy counters",
     "cpu_load": "estimated as CPU load x TDP",
@@ -49,6 +58,27 @@ _CPU_METHODS = {  # codecarbon's CPU modes (3.x) -> what they mean
     "apple_powermetrics": "measured by powermetrics",
     "windows_emi": "measured by the Windows Energy Meter Interface",
 }
+
+
+def cpu_method_text(mode: str | None) -> str:
+    """What codecarbon's CPU mode means: ``cpu_load`` -> ``estimated as CPU load x TDP``."""
+    return _CPU_METHODS.get(mode or "", mode or "unknown")
+
+
+def not_codecarbon(record: logging.LogRecord) -> bool:
+    """A handler's filter: codecarbon's records are for the log file, not the terminal."""
+    return record.name != CODECARBON_LOGGER and not record.name.startswith("codecarbon.")
+
+
+def _to_our_log() -> logging.Logger:
+    """codecarbon's logger without its own stderr handler (file handlers stay, as codecarbon
+    keeps them), propagating to the process's handlers."""
+    cc_log = logging.getLogger(CODECARBON_LOGGER)
+    for handler in list(cc_log.handlers):
+        if type(handler) is logging.StreamHandler:  # codecarbon's, on stderr
+            cc_log.removeHandler(handler)
+    cc_log.propagate = True
+    return cc_log
 
 
 @dataclass(frozen=True)
@@ -143,7 +173,7 @@ def carbon_intensity(cfg: EnergyConfig) -> CarbonIntensity:
             f"(known: {', '.join(sorted(mix)[:8])}, ...)"
         )
     notes = _Notes()
-    cc_log = logging.getLogger("codecarbon")
+    cc_log = _to_our_log()  # (codecarbon was imported above: its handler is there now)
     cc_log.addHandler(notes)
     try:
         geo = GeoMetadata(code, country_name=mix[code]["country_name"], region=cfg.region)
@@ -188,7 +218,7 @@ class HostCarbon:
         except ImportError as e:
             self._missing = f"codecarbon is not installed ({e}): pip install 'edge-rl[host]'"
             return
-        cc_log = logging.getLogger("codecarbon")
+        cc_log = _to_our_log()
         cc_log.addFilter(self._log)
         cc_log.setLevel(logging.INFO)  # for the CPU mode; ``_Log`` keeps INFO from handlers
         try:
@@ -207,6 +237,7 @@ class HostCarbon:
                 project_name="edge-rl",
                 log_level="info",  # (else it sets its logger's level back to WARNING)
             )
+            _to_our_log()  # the constructor gave it a stderr handler again
             self._tracker.start()  # the first start looks up the CPU model: 1-10 s here
         except Exception as e:  # noqa: BLE001 - the run goes on without a measurement
             self._missing = f"codecarbon failed to start: {e!r}"
@@ -214,7 +245,7 @@ class HostCarbon:
             self._release_log()
 
     def _release_log(self) -> None:
-        cc_log = logging.getLogger("codecarbon")
+        cc_log = logging.getLogger(CODECARBON_LOGGER)
         cc_log.removeFilter(self._log)
         cc_log.setLevel(logging.WARNING)  # without our filter: no INFO lines in our logs
 
@@ -268,7 +299,7 @@ class HostCarbon:
 def _method(d: dict[str, Any]) -> str:
     """One line: ``codecarbon 3.3.2 offline, process tracking: CPU estimated as CPU load x TDP,
     RAM estimated from memory size (23.5 GB)``."""
-    cpu = _CPU_METHODS.get(d["cpu_method"], d["cpu_method"] or "unknown")
+    cpu = cpu_method_text(d["cpu_method"])
     return (
         f"codecarbon {d['codecarbon_version']} offline, {d['tracking_mode']} tracking: "
         f"CPU {cpu}, RAM estimated from memory size ({d['ram_total_gb']:g} GB)"

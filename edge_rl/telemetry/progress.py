@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from edge_rl.telemetry.carbon import cpu_method_text, not_codecarbon
 from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorStatus
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,15 @@ def claim_terminal(log_path: Path) -> bool:
 class CurrentStderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record comes: while rich's ``Live`` is up,
     its proxy, which prints the line above the view instead of over it. (A plain
-    ``StreamHandler(sys.stderr)`` keeps the stream it was made with and writes past it.)"""
+    ``StreamHandler(sys.stderr)`` keeps the stream it was made with and writes past it.)
+
+    codecarbon's records never reach it: its warnings say how it estimates power (an unknown
+    CPU model, no RAPL files, a TDP fallback) on every run of such a host; they stay in the
+    log file, and ``result_lines`` states the method once."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
+        self.addFilter(not_codecarbon)
 
     @property
     def stream(self):
@@ -183,12 +189,26 @@ def result_lines(summary: dict[str, Any], run_dir: Path, total_s: float | None =
         f"policy v{summary['policy_version']}",
         wall if total_s is None else f"{wall}, {_duration(total_s)} in all",
         f"  run directory {run_dir} (summary.json, learner.log)",
-        "next:",
     ]
+    energy = _energy_line(summary)
+    if energy is not None:
+        lines.append(energy)
+    lines.append("next:")
     if summary.get("policy_version", 0) > 0:
         lines.append(f"  edge-rl eval {run}/policy.tflite --env {env} --episodes 10")
     lines.append(f"  edge-rl report {run}")
     return lines
+
+
+def _energy_line(summary: dict[str, Any]) -> str | None:
+    """How the learner host's energy was had (summary.json's ``energy.learner``), the
+    figure itself left to summary.json; None for a summary without it."""
+    learner = summary.get("energy", {}).get("learner", {})
+    if "method" not in learner:
+        return None
+    if learner.get("kwh") is None:
+        return "  learner energy: not measured (summary.json says why)"
+    return f"  learner energy by codecarbon: CPU {cpu_method_text(learner.get('cpu_method'))}"
 
 
 def _duration(seconds: float) -> str:

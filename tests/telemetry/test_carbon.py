@@ -4,6 +4,7 @@ codecarbon is missing or fails (no broker, no TensorFlow)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
 import socket
@@ -17,6 +18,7 @@ import pytest
 
 from edge_rl.telemetry import carbon
 from edge_rl.telemetry.carbon import EnergyConfig, HostCarbon, carbon_intensity
+from edge_rl.telemetry.progress import CurrentStderrHandler
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,6 +162,46 @@ def test_only_codecarbons_public_interface_is_used(monkeypatch, tmp_path):
     assert any("4 W per thread" in n for n in d["notes"])
     assert [r.levelno for r in seen] == [logging.WARNING]  # its INFO lines reached no handler
     assert cc_log.filters == [] and cc_log.level == logging.WARNING  # nothing left behind
+
+
+class _OwnHandler(_PublicOnly):
+    """As codecarbon 3.3's tracker does in its constructor: a stderr handler of its own on
+    its logger (and no propagation), before the hardware warnings of its start()."""
+
+    def __init__(self, **kwargs) -> None:
+        from codecarbon.external.logger import set_logger_format
+
+        set_logger_format()
+        logging.getLogger("codecarbon").propagate = False
+        super().__init__(**kwargs)
+
+
+def test_codecarbons_records_reach_the_log_file_and_not_the_terminal(monkeypatch, tmp_path):
+    monkeypatch.setattr(codecarbon, "OfflineEmissionsTracker", _OwnHandler)
+    terminal_out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", terminal_out)  # what codecarbon's handler writes to
+    in_file: list[logging.LogRecord] = []
+    file = logging.Handler()
+    file.emit = in_file.append
+    root = logging.getLogger()
+    terminal = CurrentStderrHandler()
+    root.addHandler(terminal)
+    root.addHandler(file)
+    try:
+        # An unknown region: codecarbon logs its fallback while the intensity is looked up.
+        host = HostCarbon(EnergyConfig(region="atlantis"), tmp_path)
+        host.start()
+        energy = host.stop()
+    finally:
+        root.removeHandler(terminal)
+        root.removeHandler(file)
+    messages = [r.getMessage() for r in in_file if r.name == "codecarbon"]
+    assert any("Regional emissions retrieval failed" in m for m in messages), messages
+    assert any("4 W per thread" in m for m in messages), messages
+    assert terminal_out.getvalue() == ""
+    cc_log = logging.getLogger("codecarbon")
+    assert [h for h in cc_log.handlers if type(h) is logging.StreamHandler] == []
+    assert "CPU load x TDP" in energy.method  # what the result line says instead
 
 
 @pytest.mark.slow

@@ -84,6 +84,44 @@ def test_result_of_a_run_that_deployed_no_policy():
     assert "edge-rl eval" not in text and "edge-rl report r" in text
 
 
+def _learner_energy(**learner) -> dict:
+    return dict(SUMMARY, energy={"learner": learner})
+
+
+def test_result_states_the_learners_energy_method_once():
+    measured = _learner_energy(
+        kwh=1e-4,
+        method="codecarbon 3.3.2 offline, process tracking: CPU estimated as CPU load x TDP, "
+        "RAM estimated from memory size (23.5 GB)",
+        cpu_method="cpu_load",
+        notes=["We saw that you have a Intel(R) Xeon(R) Processor but we don't know it."],
+    )
+    lines = result_lines(measured, Path("r"), total_s=201.0)
+    energy = [line for line in lines if "energy" in line]
+    assert energy == ["  learner energy by codecarbon: CPU estimated as CPU load x TDP"]
+    assert max(map(len, lines)) <= 80 and lines.index(energy[0]) < lines.index("next:")
+    text = "\n".join(lines)
+    assert "Xeon" not in text and "kwh" not in text  # its warnings and figures: elsewhere
+    rapl = _learner_energy(kwh=1e-4, method="codecarbon", cpu_method="intel_rapl")
+    assert "  learner energy by codecarbon: CPU measured by RAPL energy counters" in result_lines(
+        rapl, Path("r")
+    )
+    missing = _learner_energy(kwh=None, method="none", missing="energy.enabled is false")
+    assert "  learner energy: not measured (summary.json says why)" in result_lines(
+        missing, Path("r")
+    )
+
+
+def test_the_terminal_handler_leaves_codecarbons_records_out(monkeypatch):
+    handler = CurrentStderrHandler()
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    for name in ("codecarbon", "edge_rl.telemetry.carbon"):
+        record = logging.LogRecord(name, logging.WARNING, __file__, 1, "from %s", (name,), None)
+        handler.handle(record)
+    assert out.getvalue() == "from edge_rl.telemetry.carbon\n"
+
+
 def test_handler_writes_to_the_stderr_of_the_moment(monkeypatch):
     handler = CurrentStderrHandler()
     record = logging.LogRecord("x", logging.WARNING, __file__, 1, "hello %s", ("a",), None)

@@ -44,6 +44,7 @@ def resumed(resume_dir: str, options: dict[str, object]) -> tuple[RunConfig, Pat
 
 
 def check_new_run_dir(run_dir: Path) -> None:
+    """A fresh run writes into ``run_dir``: refused when an earlier run's files are there."""
     found = [name for name in EARLIER_RUN if (run_dir / name).exists()]
     if found:
         raise click.ClickException(
