@@ -21,14 +21,6 @@ NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
 
 # Reads of edge_rl's own private attributes outside their class, still to be made public.
 # The list only shrinks: the test fails on a new read and on one that is gone.
-NOT_YET_FIXED = {
-    ("actor/policy_slot.py", "runner._interp"),
-    ("actor/policy_slot.py", "runner._in_index"),
-    ("actor/policy_slot.py", "runner._out_index"),
-    ("transport/memory.py", "self.broker._submit"),
-    ("transport/memory.py", "self.broker._route"),
-    ("transport/memory.py", "client._deliver"),
-}
 
 
 def private_reads(source: str) -> set[str]:
@@ -58,8 +50,5 @@ def test_no_module_reads_another_objects_private_attributes():
         for expr in private_reads(f.read_text())
     }
     assert len(list(PACKAGE.rglob("*.py"))) > 50  # the walk found the package
-    unexpected = found - THIRD_PARTY - NOT_YET_FIXED
+    unexpected = found - THIRD_PARTY
     assert not unexpected, f"private attributes read from outside: {sorted(unexpected)}"
-    fixed = NOT_YET_FIXED - found
-    assert not fixed, f"fixed: take them off NOT_YET_FIXED: {sorted(fixed)}"
-    assert not {p for p, _ in found - THIRD_PARTY if p.startswith(("learner/", "agents/"))}

@@ -31,6 +31,7 @@ from edge_rl.cli.common import (
 )
 from edge_rl.cli.run_dir import check_new_run_dir, resumed
 from edge_rl.config import RunConfig
+from edge_rl.learner.run_dir import RunDir
 from edge_rl.transport.auth import BrokerAuth
 
 if TYPE_CHECKING:
@@ -205,8 +206,9 @@ def _claim_terminal_and_log(verbose: bool, run_dir: Path) -> StopRequest:
     # On a terminal the live view owns it: native lines (TensorFlow's start-up, LiteRT's)
     # and INFO records go to learner.log only; warnings and errors print above the view.
     terminal = CurrentStderrHandler()
-    terminal.setLevel(logging.WARNING if claim_terminal(run_dir / "learner.log") else 0)
-    setup_logging(verbose, run_dir / "learner.log", terminal)
+    log_file = RunDir(run_dir).log
+    terminal.setLevel(logging.WARNING if claim_terminal(log_file) else 0)
+    setup_logging(verbose, log_file, terminal)
     # SIGTERM (kill, systemd, a CI timeout) ends a run as Ctrl-C does: the learner writes a
     # checkpoint, tells the actors to stop and writes summary.json; then the fleet's
     # processes and the embedded broker are shut down (their own sessions: a terminal's
@@ -228,7 +230,7 @@ def _end(
     if summary.get("interrupted"):
         click.echo(
             f"\ninterrupted at {summary['env_steps']} env steps: checkpoint and "
-            f"summary.json in {run_dir}; continue with "
+            f"{RunDir(run_dir).summary.name} in {run_dir}; continue with "
             f"`edge-rl learn --resume {run_dir}`",
             err=True,
         )

@@ -13,9 +13,7 @@ from pathlib import Path
 import click
 
 from edge_rl.config import RunConfig, load_run_config
-
-# What an earlier run leaves: a fresh run into its directory would truncate or mix with it.
-EARLIER_RUN = ("checkpoint", "checkpoint.old", "metrics.csv", "summary.json", "publishes.jsonl")
+from edge_rl.learner.run_dir import RunDir
 
 
 def resumed(resume_dir: str, options: dict[str, object]) -> tuple[RunConfig, Path]:
@@ -29,14 +27,15 @@ def resumed(resume_dir: str, options: dict[str, object]) -> tuple[RunConfig, Pat
             f"--resume continues RUN_DIR/config.yaml as it is; drop {', '.join(given)}"
         )
     run_dir = Path(resume_dir)
-    if not (run_dir / "config.yaml").exists():
+    files = RunDir(run_dir)
+    if not files.config.exists():
         raise click.ClickException(f"{run_dir} is not a run directory (no config.yaml)")
     if not Checkpoint.exists(run_dir):
         raise click.ClickException(
             f"{run_dir} has no checkpoint to resume from (checkpoint/header.json)"
         )
     try:
-        cfg = load_run_config(run_dir / "config.yaml")
+        cfg = load_run_config(files.config)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     keep_previous_summary(run_dir)
@@ -45,7 +44,7 @@ def resumed(resume_dir: str, options: dict[str, object]) -> tuple[RunConfig, Pat
 
 def check_new_run_dir(run_dir: Path) -> None:
     """A fresh run writes into ``run_dir``: refused when an earlier run's files are there."""
-    found = [name for name in EARLIER_RUN if (run_dir / name).exists()]
+    found = [path.name for path in RunDir(run_dir).earlier_run() if path.exists()]
     if found:
         raise click.ClickException(
             f"{run_dir} holds an earlier run ({', '.join(found)}): continue it with "
@@ -56,9 +55,9 @@ def check_new_run_dir(run_dir: Path) -> None:
 def keep_previous_summary(run_dir: Path) -> None:
     """An interrupted run's summary.json moves to summary.1.json (.2, ...): the resumed run
     writes its own, and nothing of the earlier one is lost."""
-    summary = run_dir / "summary.json"
-    if summary.exists():
+    files = RunDir(run_dir)
+    if files.summary.exists():
         n = 1
-        while (run_dir / f"summary.{n}.json").exists():
+        while files.earlier_summary(n).exists():
             n += 1
-        summary.rename(run_dir / f"summary.{n}.json")
+        files.summary.rename(files.earlier_summary(n))

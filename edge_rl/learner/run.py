@@ -32,6 +32,7 @@ from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import RunConfig
 from edge_rl.learner.durable import StopRequest
 from edge_rl.learner.node import LearnerNode
+from edge_rl.learner.run_dir import RunDir
 from edge_rl.sim.fleet import Fleet, fleet_ids
 from edge_rl.telemetry.progress import LiveView
 from edge_rl.transport.auth import BrokerAuth
@@ -66,13 +67,14 @@ def run_learner(cfg: RunConfig, run_dir: Path, options: LearnOptions) -> dict[st
     """Run a learner with ``cfg`` in ``run_dir`` (made if missing) to its end; returns the
     summary it wrote to ``run_dir/summary.json``. A new run first writes its config.yaml,
     which ``options.resume`` reads back on a later start."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    files = RunDir(run_dir)
+    files.mkdir()
     if not options.resume:
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
+        files.config.write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
     # The signing key: the learner signs every policy; the fleet gets the public half.
-    key = Path(cfg.signing_key) if cfg.signing_key else run_dir / "signing.key"
+    key = files.signing_key_for(cfg)
     signer = Signer.load_or_create(key)
-    public_key = run_dir / "signing.pub"
+    public_key = files.signing_public_key
     signer.write_public(public_key)
     log.info("policies signed by key %s (%s); public key %s", signer.key_id.hex(), key, public_key)
     with ExitStack() as stack:
@@ -131,7 +133,7 @@ def _fleet(cfg: RunConfig, run_dir: Path, bus: _Bus, public_key: Path) -> Fleet:
         run=cfg.run,
         root=cfg.transport.root,
         seed=cfg.seed,
-        log_dir=run_dir / "fleet",
+        log_dir=RunDir(run_dir).fleet_logs,
         auth=bus.actor,
     )
 
