@@ -18,7 +18,8 @@ import click
 )
 def report(run_dirs: tuple[str, ...], out: str) -> None:
     """Plot and summarise run directories of `edge-rl learn`: PNGs and report.md in --out."""
-    from edge_rl.report import load_run, write_report
+    from edge_rl.report.runs import load_run
+    from edge_rl.report.write import write_report
 
     try:
         runs = [load_run(Path(d)) for d in run_dirs]

@@ -8,8 +8,3 @@
 by ``cost_plots``, on ``canvas``), ``markdown`` writes the summary tables, ``write`` saves
 them. Host-side only: needs matplotlib (the ``host`` extra).
 """
-
-from edge_rl.report.runs import Run, RunDirError, load_run
-from edge_rl.report.write import write_report
-
-__all__ = ["Run", "RunDirError", "load_run", "write_report"]
