@@ -161,7 +161,7 @@ def keras_model(policy: FoldedPolicy) -> keras.Model:
     # A fixed batch of 1: the actor runs one observation per step and LiteRT then never
     # has to resize tensors.
     layers: list[keras.layers.Layer] = [
-        keras.Input(shape=(obs_dim,), batch_size=1),
+        keras.Input(shape=(obs_dim,), batch_size=1, name="obs"),
         # The clip is a barrier as much as a guard: without it the converter fuses the
         # MUL / ADD into the first FULLY_CONNECTED whenever that layer holds the folded
         # weights (it undoes the fold), and int8 is back to one scale for raw obs.
