@@ -20,6 +20,13 @@ Why TD3's rescale is float: its tanh head's int8 output has one scale for all ac
 dimensions, which is fine in tanh units ([-1, 1] for every dimension); mapping to bounds
 that differ per dimension in float keeps that resolution in every dimension.
 
+Which path makes an export (``edge_rl.export.direct``): the converter runs once per
+network structure, on generic values, to make a template; every export then writes its
+weights, biases, normalisation and int8 quantisation into that template's flatbuffer
+(``edge_rl.export.template``), in milliseconds. The converter exports a version itself
+when there is no usable template or the written model fails its self-check;
+``ExportedModel.path`` says which path made it.
+
 Where the conversion runs: the deployable model is built here, in the caller's process, and
 converted in the export worker (``edge_rl.export.worker``, one long-lived child process;
 ``edge_rl.export.convert`` is what it runs), so that the converter's fd-2 noise filter,
@@ -37,6 +44,8 @@ import keras
 import numpy as np
 
 from edge_rl.export import convert
+from edge_rl.export.direct import DirectExporter
+from edge_rl.export.folded import FoldedPolicy, fold
 from edge_rl.export.layers import Affine
 from edge_rl.export.worker import default_worker
 from edge_rl.types import QuantParams
@@ -50,10 +59,6 @@ PRECISIONS = ("int8", "fp16", "fp32")
 # whose features genuinely live on a finer scale should be rescaled by its wrapper.
 MIN_OBS_STD = 1e-3
 
-# Normalised features are clipped to +-Z_CLIP standard deviations. int8 saturates far
-# earlier (at the calibration range); for fp32/fp16 it bounds what a broken sensor can do.
-Z_CLIP = 100.0
-
 
 @dataclass(frozen=True)
 class ExportedModel:
@@ -65,9 +70,13 @@ class ExportedModel:
     output_quant: QuantParams
     obs_mean: tuple[float, ...]  # the normalisation inside the model (for inspection)
     obs_std: tuple[float, ...]
-    # What the caller waited for the conversion in the export worker: the round trip,
-    # and the worker's start-up (and TensorFlow import) on a first or restarted call.
+    # What the caller waited for the model: on the converter path the round trip to the
+    # export worker (its start-up and TensorFlow import on a first or restarted call); on
+    # the direct path the write and self-check (and a new structure's template conversion).
     convert_seconds: float
+    path: str = (
+        "converter"  # edge_rl.export.direct.PATHS: "direct" (template written) or "converter"
+    )
 
 
 def export_policy(
@@ -75,6 +84,8 @@ def export_policy(
     calibration_obs: np.ndarray,
     precision: str = "int8",
     per_channel: bool = True,
+    *,
+    direct: bool = True,
 ) -> ExportedModel:
     """Convert ``model`` (raw obs -> output) to a batch-1 TFLite model on raw obs.
 
@@ -82,6 +93,8 @@ def export_policy(
     normalisation and, for int8, the activation ranges of every quantised tensor.
     ``per_channel`` (int8 only): one weight scale per output unit of each Dense layer
     (TFLite's default), or one per layer (smaller model, coarser weights).
+    ``direct``: write the weights into this structure's template when it can (see
+    ``edge_rl.export.direct``); False converts the whole model (the reference path).
 
     Raises ``ValueError`` for bad input (before anything reaches the worker), the
     converter's own exception, or ``WorkerDied`` / ``TimeoutError`` when the worker died or
@@ -98,12 +111,12 @@ def export_policy(
     mean = obs.mean(axis=0)  # [obs_dim]
     std = np.maximum(obs.std(axis=0), MIN_OBS_STD)  # [obs_dim]
 
-    export_model = deployable_model(model, mean, std)
-    config = keras.saving.serialize_keras_object(export_model)
+    policy = fold(model, mean, std)
     t0 = time.perf_counter()
-    tflite_bytes = default_worker().call(
-        convert.convert, config, export_model.get_weights(), obs, precision, bool(per_channel)
-    )
+    if direct:
+        tflite_bytes, path = _exporter.export(policy, obs, precision, bool(per_channel))
+    else:
+        tflite_bytes, path = _convert(policy, obs, precision, bool(per_channel)), "converter"
     convert_seconds = time.perf_counter() - t0
 
     input_quant, output_quant = _read_quant(tflite_bytes)
@@ -115,6 +128,7 @@ def export_policy(
         obs_mean=tuple(float(m) for m in mean),
         obs_std=tuple(float(s) for s in std),
         convert_seconds=convert_seconds,
+        path=path,
     )
 
 
@@ -130,62 +144,51 @@ def deployable_model(model: keras.Model, mean: np.ndarray, std: np.ndarray) -> k
     """A batch-1 copy of a Dense stack with the normalisation in front, raw obs in.
 
     ``Affine(1 / std, -mean / std)`` computes ``z = (obs - mean) / std`` (clipped to
-    ``±Z_CLIP``), and the first
-    Dense layer absorbs the inverse map so that the stack computes on ``z`` exactly what
-    ``model`` computes on ``obs``. First layer, kernel ``W [obs_dim, units]``, bias ``b``;
-    with obs = z * std + mean:
-        obs @ W + b = z @ (W * std[:, None]) + (b + mean @ W)
-    so  W' = W * std[:, None],  b' = b + mean @ W.  The other layers are copied unchanged.
+    ``±Z_CLIP``) and the first Dense layer absorbs the inverse map, so that the stack
+    computes on ``z`` exactly what ``model`` computes on ``obs`` (``edge_rl.export.folded``).
     (The round trip is not a no-op in int8: the quantised tensor is then ``z``, on which
-    every feature has the same spread.) A final Dense layer that is *not trainable* (the TD3 actor's
-    frozen rescale from tanh units to the env's bounds, ``a = t * half + mid`` with a
-    diagonal kernel) becomes a float ``Affine(half, mid)`` clipped to ``mid ± |half|``:
-    the model's output is then inside the bounds exactly, not up to quantisation error.
+    every feature has the same spread.) TD3's frozen rescale becomes a float
+    ``Affine(half, mid)`` clipped to ``mid ± |half|``: the model's output is then inside
+    the bounds exactly, not up to quantisation error.
     """
-    dense = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
-    if not dense or not all(isinstance(layer, keras.layers.Dense) for layer in dense):
-        kinds = [type(layer).__name__ for layer in dense]
-        raise ValueError(f"export needs a plain stack of Dense layers, got {kinds}")
-    obs_dim = int(dense[0].kernel.shape[0])
-    if mean.shape != (obs_dim,) or std.shape != (obs_dim,):
-        raise ValueError(f"the model takes {obs_dim} features, calibration has {mean.shape}")
+    return keras_model(fold(model, mean, std))
 
-    rescale = None
-    if len(dense) > 1 and not dense[-1].trainable:
-        rescale, dense = dense[-1], dense[:-1]
+
+def keras_model(policy: FoldedPolicy) -> keras.Model:
+    """``policy`` as the Keras model that the converter converts."""
+    norm = policy.normalise
+    obs_dim = int(norm.scale.shape[0])
     # A fixed batch of 1: the actor runs one observation per step and LiteRT then never
     # has to resize tensors.
     layers: list[keras.layers.Layer] = [
-        keras.Input(shape=(obs_dim,), batch_size=1),
+        keras.Input(shape=(obs_dim,), batch_size=1, name="obs"),
         # The clip is a barrier as much as a guard: without it the converter fuses the
         # MUL / ADD into the first FULLY_CONNECTED whenever that layer holds the folded
         # weights (it undoes the fold), and int8 is back to one scale for raw obs.
-        Affine(1.0 / std, -mean / std, clip=(-Z_CLIP, Z_CLIP), name="normalise"),
+        Affine(norm.scale, norm.offset, clip=(norm.low, norm.high), name=norm.name),
     ]
     weights: list[np.ndarray] = []
-    for i, layer in enumerate(dense):
-        kernel = np.asarray(layer.kernel, np.float64)  # [in, units]; float64 for an exact fold
-        bias = np.asarray(layer.bias, np.float64) if layer.use_bias else np.zeros(kernel.shape[1])
-        if i == 0:
-            kernel, bias = kernel * std[:, None], bias + mean @ kernel
-        layers.append(keras.layers.Dense(layer.units, activation=layer.activation, name=layer.name))
-        weights += [kernel.astype(np.float32), bias.astype(np.float32)]
-    if rescale is not None:
-        kernel = np.asarray(rescale.kernel, np.float64)  # [act, act], diagonal
-        half = np.diag(kernel)
-        if (
-            not np.allclose(kernel, np.diag(half))
-            or rescale.activation is not keras.activations.linear
-        ):
-            raise ValueError(
-                f"a frozen last layer must be a linear diagonal rescale: {rescale.name}"
-            )
-        mid = np.asarray(rescale.bias, np.float64)
-        bounds = (mid - np.abs(half), mid + np.abs(half))
-        layers.append(Affine(half, mid, clip=bounds, name=rescale.name))
-    exported = keras.Sequential(layers, name=f"{model.name}_export")
+    for layer in policy.dense:
+        units = int(layer.kernel.shape[1])
+        layers.append(keras.layers.Dense(units, activation=layer.activation, name=layer.name))
+        weights += [layer.kernel, layer.bias]
+    if policy.rescale is not None:
+        r = policy.rescale
+        layers.append(Affine(r.scale, r.offset, clip=(r.low, r.high), name=r.name))
+    exported = keras.Sequential(layers, name=f"{policy.model_name}_export")
     exported.set_weights(weights)
     return exported
+
+
+def _convert(policy: FoldedPolicy, obs: np.ndarray, precision: str, per_channel: bool) -> bytes:
+    """The converter path: ``policy`` converted whole, in the export worker."""
+    export_model = keras_model(policy)
+    config = keras.saving.serialize_keras_object(export_model)
+    weights = export_model.get_weights()
+    return default_worker().call(convert.convert, config, weights, obs, precision, per_channel)
+
+
+_exporter = DirectExporter(_convert)
 
 
 def _read_quant(tflite_bytes: bytes) -> tuple[QuantParams, QuantParams]:

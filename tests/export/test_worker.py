@@ -67,7 +67,7 @@ def test_the_warm_up_starts_the_worker_that_the_next_export_uses() -> None:
     shared = default_worker()
     pid, starts = shared.pid, shared.starts
     assert pid is not None
-    export_policy(make_q_network(4, 2, (32, 32), seed=0), _obs(64, seed=0), "int8")
+    export_policy(make_q_network(4, 2, (32, 32), seed=0), _obs(64, seed=0), "int8", direct=False)
     assert shared.pid == pid and shared.starts == starts
 
 
@@ -79,7 +79,7 @@ def test_a_failed_warm_up_is_logged_not_raised(worker: ExportWorker, caplog) -> 
 
 def test_a_killed_worker_is_restarted_by_the_next_export() -> None:
     model = make_q_network(4, 2, (32, 32), seed=0)
-    export_policy(model, _obs(64, seed=0), "int8")
+    export_policy(model, _obs(64, seed=0), "int8", direct=False)
     shared = default_worker()
     pid, starts = shared.pid, shared.starts
     assert pid is not None and pid != os.getpid()  # the conversion ran in another process
@@ -87,18 +87,18 @@ def test_a_killed_worker_is_restarted_by_the_next_export() -> None:
     # Until the worker's view says so: a killed multi-threaded process shows as a zombie
     # before its last thread has exited and it can be waited for.
     assert _until(lambda: shared.pid is None)
-    exported = export_policy(model, _obs(64, seed=1), "int8")
+    exported = export_policy(model, _obs(64, seed=1), "int8", direct=False)
     assert check_q_parity(exported, model, _obs(64, seed=2)).greedy_agreement > 0.9
     assert shared.starts == starts + 1 and shared.pid not in (None, pid)
 
 
 def test_one_worker_serves_every_export_of_a_run() -> None:
     model = make_q_network(4, 2, (32, 32), seed=0)
-    export_policy(model, _obs(64, seed=0), "fp32")
+    export_policy(model, _obs(64, seed=0), "fp32", direct=False)
     shared = default_worker()
     pid, starts = shared.pid, shared.starts
     for precision in ("int8", "fp16", "fp32"):
-        export_policy(model, _obs(64, seed=0), precision)
+        assert export_policy(model, _obs(64, seed=0), precision, direct=False).path == "converter"
     assert shared.pid == pid and shared.starts == starts
 
 
@@ -147,8 +147,9 @@ def test_a_model_error_is_raised_to_the_caller() -> None:
     export_policy(model, obs, "fp32")  # and the worker goes on
 
 
+@pytest.mark.parametrize("direct", [True, False])
 @pytest.mark.parametrize("method", ["gst", "iterative"])
-def test_a_compressed_snapshot_exports_through_the_worker(method: str) -> None:
+def test_a_compressed_snapshot_exports_through_the_worker(method: str, direct: bool) -> None:
     from edge_rl.compress.compressor import Compressor
     from edge_rl.compress.config import CompressionConfig
     from edge_rl.export.regions import weight_regions
@@ -160,22 +161,26 @@ def test_a_compressed_snapshot_exports_through_the_worker(method: str) -> None:
     middle = np.asarray(network.layers[1].kernel)  # the compressed layer (first, last dense)
     assert np.mean(middle == 0) >= 0.5
     model = snapshot(network)  # what the publisher exports
-    exported = export_policy(model, _obs(200, seed=0), "int8", per_channel=False)
+    exported = export_policy(model, _obs(200, seed=0), "int8", per_channel=False, direct=direct)
+    assert exported.path == ("direct" if direct else "converter")
     assert check_q_parity(exported, model, _obs(200, seed=1)).greedy_agreement > 0.9
     assert len(weight_regions(exported.tflite)) == 3
 
 
-def test_export_leaves_this_process_fd2_warnings_and_loggers_alone(monkeypatch) -> None:
+@pytest.mark.parametrize("direct", [True, False])
+def test_export_leaves_this_process_fd2_warnings_and_loggers_alone(monkeypatch, direct) -> None:
     import tensorflow as tf
 
     model = make_q_network(4, 2, (32, 32), seed=0)
-    export_policy(model, _obs(64, seed=0), "int8")  # imports done, worker started
+    export_policy(model, _obs(64, seed=0), "int8")  # imports done, worker started, template
     dup2: list[tuple[int, int]] = []
     real_dup2 = os.dup2
     monkeypatch.setattr(os, "dup2", lambda a, b, *r: dup2.append((a, b)) or real_dup2(a, b, *r))
     filters, level = list(warnings.filters), tf.get_logger().level
     interactive = keras.config.is_interactive_logging_enabled()
-    export_policy(model, _obs(64, seed=1), "int8")
+    assert export_policy(model, _obs(64, seed=1), "int8", direct=direct).path == (
+        "direct" if direct else "converter"
+    )
     assert [b for _, b in dup2] == []  # fd 2 was never swapped here
     assert warnings.filters == filters and tf.get_logger().level == level
     assert keras.config.is_interactive_logging_enabled() == interactive
