@@ -108,6 +108,10 @@ def main() -> None:
     from edge_rl.export.tflite import export_policy
     from edge_rl.export.worker import ExportWorker, default_worker, shutdown
 
+    def converted(model, obs, precision="int8"):
+        """``export_policy`` through the converter in the worker (not the direct path)."""
+        return export_policy(model, obs, precision, direct=False)
+
     convert._quiet_this_process()  # this process converts too (the in-process rows)
     models = nets()
     rng = np.random.default_rng(SEED)
@@ -124,13 +128,13 @@ def main() -> None:
         ready_s.append(timed(w.start))
         w.close()
         shutdown()
-        first_s.append(timed(export_policy, models[first], obs[first], "int8"))
+        first_s.append(timed(converted, models[first], obs[first], "int8"))
     export_in_process(models[first], obs[first])  # warm this process's converter too
 
     times: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
         for name, model in models.items():
-            pair = [("in-process", export_in_process), ("worker", export_policy)]
+            pair = [("in-process", export_in_process), ("worker", converted)]
             for mode, fn in pair if r % 2 == 0 else pair[::-1]:
                 times.setdefault((name, mode), []).append(timed(fn, model, obs[name]))
     rss = rss_mb(default_worker().pid)
