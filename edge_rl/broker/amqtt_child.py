@@ -1,8 +1,11 @@
-"""The embedded amqtt broker's child process: ``python -m edge_rl.broker.amqtt_child HOST PORT``.
+"""The embedded amqtt broker's child process:
+``python -m edge_rl.broker.amqtt_child HOST PORT [--password-file F --acl-file A]``.
 
-Started by ``EmbeddedBroker(kind="amqtt")`` (``edge_rl.broker.embedded``); it prints a ready
-line on stderr, which the parent waits for, and exits on SIGTERM/SIGINT or when the parent
-closes its stdin.
+Started by ``EmbeddedBroker(kind="amqtt")`` (embedded.py); it prints a ready line on stderr,
+which the parent waits for, and exits on SIGTERM/SIGINT or when the parent closes its stdin.
+With a password file and an ACL (the run's, the same files Mosquitto would read) it refuses
+anonymous clients and checks every topic (``amqtt_plugins.py``); without them it is
+anonymous (the test fixtures' broker).
 """
 
 from __future__ import annotations
@@ -13,7 +16,19 @@ import os
 import sys
 
 
-def _run_amqtt(host: str, port: int) -> int:
+def _plugins(password_file: str | None, acl_file: str | None) -> dict:
+    if password_file is None or acl_file is None:
+        return {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
+    return {
+        "edge_rl.broker.amqtt_plugins.PasswordFileAuth": {
+            "password_file": password_file,
+            "acl_file": acl_file,
+        },
+        "edge_rl.broker.amqtt_plugins.AclFileTopics": {"acl_file": acl_file},
+    }
+
+
+def _run_amqtt(host: str, port: int, password_file: str | None, acl_file: str | None) -> int:
     """Serve amqtt on host:port until SIGTERM/SIGINT or until the parent closes our stdin."""
     import asyncio
     import signal
@@ -26,7 +41,7 @@ def _run_amqtt(host: str, port: int) -> int:
     config = {
         "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}"}},
         # No packet/event logger plugins: they log every packet.
-        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
+        "plugins": _plugins(password_file, acl_file),
     }
 
     async def serve() -> None:
@@ -62,8 +77,10 @@ def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m edge_rl.broker.amqtt_child")
     parser.add_argument("host")
     parser.add_argument("port", type=int)
+    parser.add_argument("--password-file")
+    parser.add_argument("--acl-file")
     args = parser.parse_args(argv)
-    return _run_amqtt(args.host, args.port)
+    return _run_amqtt(args.host, args.port, args.password_file, args.acl_file)
 
 
 if __name__ == "__main__":

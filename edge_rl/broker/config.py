@@ -1,23 +1,30 @@
-"""What the embedded Mosquitto runs with: its mosquitto.conf, and in authenticated mode
-the accounts of one run (a password per user, Mosquitto's password file and its ACL).
+"""What the embedded broker runs with: Mosquitto's mosquitto.conf, and in authenticated mode
+the accounts of one run (a password per user, the password file and the run's ACL, which
+the amqtt fallback reads too).
 
     accounts = BrokerAccounts(actors=("sim-00", "sim-01"), root="edge-rl", run="cartpole")
     store = AccountStore(accounts)    # passwords made here, kept in memory for the broker's life
     store.write()                     # private temp dir: passwords (0600), password file, acl
     store.auth("sim-00")              # BrokerAuth(username="sim-00", password_file=...)
 
-The ACL (the same rules as host/acl, for one run): the learner alone writes the run's
-policy and control and reads everything under the run and ``$SYS``; an actor writes only
-under ``actors/<its username>/`` and reads policy and control. Anonymous clients are
-refused and the client id is the username, so that no client can take over another's
-session. Mosquitto's password file is hashed by ``mosquitto_passwd -U`` (PBKDF2-SHA512):
-the passwords never appear on a command line.
+The ACL is ``acl.run_acl``: the learner alone writes the run's policy, control and credit
+and reads everything under the run and ``$SYS``; each actor writes only its own transitions
+and status in this run and reads the run's policy and control and its own credit. Anonymous
+clients are refused and the client id is the username, so that no client can take over
+another's session. The password file is Mosquitto's ``$7$`` format, hashed in Python
+(``passwords.py``): no password on a command line, and no ``mosquitto_passwd`` needed for
+the amqtt fallback.
+
+``mosquitto_conf`` bounds what any client, logged in or not, can take from the broker:
+connections below the process's file-descriptor limit, bytes and messages queued per
+client, the packet size, and the broker's heap (``limits`` in docs/security.md).
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import resource
 import secrets
 import shutil
 import subprocess
@@ -25,9 +32,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_rl.broker.acl import mosquitto_acl, run_acl
 from edge_rl.broker.executables import find_mosquitto_passwd
+from edge_rl.broker.passwords import hash_line
 from edge_rl.transport.auth import BrokerAuth, write_private
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, Topics, check_name
+
+# File descriptors the broker keeps for itself (listeners, log, password and ACL files).
+_SPARE_FDS = 64
+# Per client: queued bytes, at least this, and this many of the largest packet.
+_MIN_QUEUED_BYTES = 64 * 2**20
+_QUEUED_PACKETS = 16
+# The broker's heap: at least this, and room for this many clients' full queues.
+_MIN_MEMORY = 2**30
+_FULL_QUEUES = 4
 
 
 def check_username(name: str) -> str:
@@ -57,30 +75,6 @@ class BrokerAccounts:
     @property
     def users(self) -> tuple[str, ...]:
         return (self.learner, *self.actors)
-
-
-def acl_lines(accounts: BrokerAccounts) -> list[str]:
-    """Mosquitto ACL of one run: see the module's docstring and docs/security.md."""
-    base = Topics(accounts.root, accounts.run).base
-    lines = [
-        f"user {accounts.learner}",
-        f"topic write {base}/policy",
-        f"topic write {base}/control",
-        f"topic write {base}/actors/+/credit",
-        f"topic read {base}/#",
-        "topic read $SYS/#",
-    ]
-    for actor in accounts.actors:  # each by name: the run's accounts are known (host/acl: %u)
-        lines += [
-            "",
-            f"user {actor}",
-            f"topic write {base}/actors/{actor}/transitions",
-            f"topic write {base}/actors/{actor}/status",
-            f"topic read {base}/policy",
-            f"topic read {base}/control",
-            f"topic read {base}/actors/{actor}/credit",
-        ]
-    return lines
 
 
 def hash_password_file(plain: Path) -> None:
@@ -118,10 +112,12 @@ class AccountStore:
         try:
             for user, password in self._passwords.items():
                 write_private(self.dir / f"{user}.password", password + "\n")
-            lines = "".join(f"{u}:{p}\n" for u, p in self._passwords.items())
+            lines = "".join(hash_line(u, p) + "\n" for u, p in self._passwords.items())
             write_private(self.password_file, lines)
-            hash_password_file(self.password_file)
-            write_private(self.acl_file, "\n".join(acl_lines(self.accounts)) + "\n")
+            accounts = self.accounts
+            topics = Topics(accounts.root, accounts.run)
+            acl = run_acl(topics, accounts.learner, accounts.actors)
+            write_private(self.acl_file, mosquitto_acl(acl, [f"run {topics.run}"]))
         except BaseException:
             self.remove()
             raise
@@ -140,11 +136,28 @@ class AccountStore:
             self.dir = None
 
 
+def queue_limits(max_packet_size: int) -> tuple[int, int]:
+    """(max_queued_bytes per client, memory_limit of the broker) for this packet size."""
+    queued = max(_MIN_QUEUED_BYTES, _QUEUED_PACKETS * max_packet_size)
+    return queued, max(_MIN_MEMORY, _FULL_QUEUES * queued)
+
+
+def max_connections() -> int:
+    """Connections the broker may accept: below this process's file-descriptor limit
+    (inherited by the broker), so that a flood of sockets is refused at ``accept`` by
+    Mosquitto, not by the kernel in the middle of a logged-in client's work."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 65536
+    return max(16, soft - _SPARE_FDS)
+
+
 def mosquitto_conf(
     host: str, port: int, max_packet_size: int, store: AccountStore | None = None
 ) -> str:
     """The embedded Mosquitto's config: one listener; anonymous unless ``store`` is given."""
-    lines = [f"listener {port} {host}"]
+    queued_bytes, memory = queue_limits(max_packet_size)
+    lines = [f"listener {port} {host}", f"max_connections {max_connections()}"]
     if store is None:
         lines.append("allow_anonymous true")
     else:
@@ -159,6 +172,8 @@ def mosquitto_conf(
         f"max_packet_size {max_packet_size}",
         # Mosquitto drops (silently, for QoS 1) past 1000 queued messages per client.
         "max_queued_messages 10000",
+        f"max_queued_bytes {queued_bytes}",
+        f"memory_limit {memory}",
         "persistence false",
         "log_dest stderr",
         "log_type error",

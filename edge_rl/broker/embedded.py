@@ -10,9 +10,11 @@ no ``--broker`` is given::
     with EmbeddedBroker(accounts=accounts) as broker:   # authenticated, with the run's ACL
         connect = mqtt_connect(broker.url, broker.auth("learner"))
 
-Without ``accounts`` the broker is anonymous (the test fixtures). With them, Mosquitto
-refuses anonymous clients and applies the run's ACL (``edge_rl.broker.config``); the amqtt
-fallback has neither: it logs so, and listens on loopback only.
+Without ``accounts`` the broker is anonymous (the test fixtures). With them, either broker
+refuses anonymous clients and applies the run's ACL (config.py, acl.py): Mosquitto from its
+config, amqtt through ``amqtt_plugins.py`` reading the same password file and ACL. The
+amqtt fallback listens on loopback only: it has no TLS and no bound on connections,
+queues or memory (Mosquitto's are in ``mosquitto_conf``).
 
 Both brokers run in a child process, so a busy learner never shares a GIL or an
 event loop with its broker. Stopping is terminate → wait → kill; ``atexit`` (via
@@ -98,8 +100,10 @@ class EmbeddedBroker:
         self.max_packet_size = max_packet_size
         self.supports_mqtt5 = self.kind == "mosquitto"
         if self.kind == "amqtt" and not is_loopback(host):
-            raise BrokerError(f"the amqtt fallback has no authentication: loopback only: {host}")
-        self.authenticated = accounts is not None and self.kind == "mosquitto"
+            raise BrokerError(
+                f"the amqtt fallback has no TLS and no resource limits: loopback only: {host}"
+            )
+        self.authenticated = accounts is not None
         self._store = AccountStore(accounts) if accounts is not None else None
         if self._store is not None:  # the passwords' files go at exit at the latest
             weakref.finalize(self, self._store.remove)
@@ -128,8 +132,7 @@ class EmbeddedBroker:
         return self._proc.pid if self._proc is not None else None
 
     def auth(self, user: str) -> BrokerAuth:
-        """The credentials of account ``user`` (files in a private temp dir); with the
-        amqtt fallback too, which accepts them without checking."""
+        """The credentials of account ``user`` (files in a private temp dir)."""
         if self._store is None:
             raise BrokerError("this broker has no accounts: EmbeddedBroker(accounts=...)")
         return self._store.auth(user)
@@ -137,12 +140,6 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         if self.running:
             return self
-        if self._store is not None and not self.authenticated:
-            logger.warning(
-                "the amqtt fallback broker is UNAUTHENTICATED (no passwords, no ACL): any "
-                "local process can publish policies; it listens on %s only",
-                self.host,
-            )
         self.stop()  # a broker that died on its own: reap it and drop its temp dir
         if not self._port_pinned:
             self.port = free_port(self.host)
@@ -207,7 +204,11 @@ class EmbeddedBroker:
         log_dir = self._log_dir or workdir
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{self.kind}-{self.port}.log"
-        argv = self._mosquitto_argv(workdir) if self.kind == "mosquitto" else self._amqtt_argv()
+        try:  # authenticated: writes the accounts' files once
+            argv = self._mosquitto_argv(workdir) if self.kind == "mosquitto" else self._amqtt_argv()
+        except (OSError, RuntimeError) as e:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise BrokerError(f"cannot write the broker's accounts: {e}") from None
         env = dict(os.environ)
         # The amqtt child runs `-m edge_rl.broker.amqtt_child`: make this checkout importable.
         package_root = str(Path(__file__).resolve().parents[2])
@@ -234,22 +235,17 @@ class EmbeddedBroker:
     def _mosquitto_argv(self, workdir: Path) -> list[str]:
         assert self._mosquitto is not None
         conf = workdir / "mosquitto.conf"
-        try:  # authenticated: writes the accounts' files once (needs mosquitto_passwd)
-            text = mosquitto_conf(self.host, self.port, self.max_packet_size, self._store)
-        except (FileNotFoundError, RuntimeError) as e:
-            raise BrokerError(f"cannot make the broker's password file: {e}") from None
-        conf.write_text(text)
+        conf.write_text(mosquitto_conf(self.host, self.port, self.max_packet_size, self._store))
         self.config_path = conf
         return [self._mosquitto, "-c", str(conf)]
 
     def _amqtt_argv(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "edge_rl.broker.amqtt_child",
-            self.host,
-            str(self.port),
-        ]
+        argv = [sys.executable, "-m", "edge_rl.broker.amqtt_child", self.host, str(self.port)]
+        if self._store is not None:
+            self._store.write()
+            argv += ["--password-file", str(self._store.password_file)]
+            argv += ["--acl-file", str(self._store.acl_file)]
+        return argv
 
     def _wait_ready(self) -> None:
         assert self._proc is not None

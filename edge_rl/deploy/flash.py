@@ -105,7 +105,7 @@ def run_flash(o: FlashOptions, scratch: Path, echo: Callable[[str], None] = prin
         retired = [board_creds.retire(o.creds, a) for a in ids] if o.rotate else []
         issued = board_creds.issue(o.creds, ids)
         bundles = [write_bundle(spec, a, wheels, model) for a in ids]
-        reg.issue(ids, run=o.run, board=spec.board.stem, out=o.out)
+        reg.issue(ids, run=o.run, board=spec.board.stem, out=o.out, root=o.root)
     lines = [f"bundle {b}" for b in bundles]
     if issued.created:
         lines.append(f"new credentials for {', '.join(issued.created)} in {o.creds}/boards/")
@@ -114,8 +114,8 @@ def run_flash(o: FlashOptions, scratch: Path, echo: Callable[[str], None] = prin
     lines += [f"retired the old credentials to {r}" for r in retired if r]
     if issued.passwd_updated or (o.rotate and (o.creds / "broker" / "mosquitto.passwd").exists()):
         lines.append(
-            f"updated {o.creds}/broker/mosquitto.passwd: install it on the broker "
-            "and reload mosquitto before these boards connect (docs/boards.md)"
+            f"updated {o.creds}/broker/mosquitto.passwd and acl: install them on the "
+            "broker and reload mosquitto before these boards connect (docs/boards.md)"
         )
     if o.boot_partition is not None:
         lines.append(to_boot_partition(bundles[0], o.boot_partition))

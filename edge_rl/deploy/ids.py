@@ -1,4 +1,6 @@
-"""The actor ids a deployment has issued: ``CREDS_DIR/issued.json``, next to the CA.
+"""The actor ids a deployment has issued and the run each is enrolled in:
+``CREDS_DIR/issued.json``, next to the CA, and the broker's ACL made from it,
+``CREDS_DIR/broker/acl``.
 
 Every board's actor id comes from its bundle, never from its hostname (every Raspberry Pi
 OS image calls itself ``raspberrypi``, and two actors of one id take turns being kicked off
@@ -7,6 +9,13 @@ the broker). The registry lives in the credentials directory because that is wha
 them): an id it has issued is never issued again, for any run, unless asked to
 ``--rotate`` that board's credentials. Updates hold an exclusive lock, so two flashes at
 once cannot hand out the same id.
+
+A board is enrolled in one run: by ``edge-rl flash --run`` (``issue``) or by ``edge-rl
+credentials --run`` (``enroll``: credentials made, no bundle yet; a later flash of that id
+takes it). Every change rewrites ``broker/acl`` (``acl.deployment_acl``): one ``user``
+section per enrolled board with its run spelt out, retired boards left out, so the ACL
+follows ``flash``, ``--rotate`` and ``retire`` without anyone editing it. It takes effect
+when installed on the broker and Mosquitto reloads (SIGHUP).
 
     with Registry.open(creds) as reg:
         ids = reg.next_free("pi", 20)           # pi-01 ... pi-20, skipping issued ones
@@ -21,9 +30,20 @@ import os
 import time
 from pathlib import Path
 
+from edge_rl.broker.acl import deployment_acl, mosquitto_acl
 from edge_rl.broker.config import check_username
+from edge_rl.deploy.credentials import LEARNER
+from edge_rl.transport.auth import write_private
+from edge_rl.wire.topics import Topics
 
 NAME = "issued.json"
+ACL = "broker/acl"
+_ACL_HEADER = (
+    "edge-rl's ACL of this deployment, made from issued.json by edge-rl credentials --run,",
+    "edge-rl flash and edge-rl retire: do not edit (the next change rewrites it). Install it",
+    "with mosquitto.passwd (acl_file in host/mosquitto.conf) and reload Mosquitto (SIGHUP).",
+    "One section per enrolled board, its run spelt out; a username not named may do nothing.",
+)
 
 
 class DuplicateId(ValueError):
@@ -38,6 +58,9 @@ class Registry:
 
     @classmethod
     def open(cls, creds: Path) -> Registry:
+        for directory in reversed([Path(creds), *Path(creds).parents]):
+            if not directory.exists():
+                directory.mkdir(mode=0o700)
         path = Path(creds) / NAME
         fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)  # released in close(), or when the process dies
@@ -72,7 +95,7 @@ class Registry:
             if unknown:
                 raise ValueError(f"--rotate is for boards already flashed; never issued: {unknown}")
             return
-        taken = [a for a in ids if a in self.actors]
+        taken = [a for a in ids if self.actors.get(a, {}).get("bundle")]
         if taken:
             said = "; ".join(
                 f"{a} (run {self.actors[a]['run']}, {self.actors[a]['bundle']})" for a in taken
@@ -94,13 +117,25 @@ class Registry:
             i += 1
         return out
 
-    def issue(self, ids: list[str], *, run: str, board: str, out: Path) -> None:
+    def enroll(self, ids: list[str], *, run: str, root: str = "edge-rl") -> None:
+        """Record ``ids`` (credentials made, not flashed) as boards of ``run``."""
+        Topics(root, run)  # ValueError: not a run name
+        self.check_new(ids)
+        now = round(time.time(), 3)
+        for actor_id in ids:
+            self.actors[actor_id] = {"run": run, "root": root, "enrolled_unix": now}
+        self._save()
+
+    def issue(
+        self, ids: list[str], *, run: str, board: str, out: Path, root: str = "edge-rl"
+    ) -> None:
         """Record ``ids`` as issued (atomically: the file is replaced, never half-written)."""
         now = time.time()
         for actor_id in ids:
             before = self.actors.get(actor_id, {})
             self.actors[actor_id] = {
                 "run": run,
+                "root": root,
                 "board": board,
                 "bundle": str((out / actor_id).resolve()),
                 "issued_unix": round(now, 3),
@@ -117,7 +152,26 @@ class Registry:
             self.actors[actor_id]["retired_unix"] = round(time.time(), 3)
         self._save()
 
+    def boards(self) -> dict[str, Topics]:
+        """Each enrolled board that is not retired → the topics of its run."""
+        return {
+            a: Topics(e.get("root", "edge-rl"), e["run"])
+            for a, e in self.actors.items()
+            if not e.get("retired_unix")
+        }
+
+    def write_acl(self) -> Path:
+        """``broker/acl`` from the registry as it is (see the module)."""
+        path = self.path.parent / ACL
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        write_private(tmp, mosquitto_acl(deployment_acl(LEARNER, self.boards()), _ACL_HEADER))
+        tmp.replace(path)
+        return path
+
     def _save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"version": 1, "actors": self.actors}, indent=2) + "\n")
         tmp.replace(self.path)
+        self.write_acl()

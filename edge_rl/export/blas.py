@@ -28,7 +28,8 @@ def _set_local_threads() -> Callable[[int], int] | None:
             fn = ctypes.CDLL(str(path)).openblas_set_num_threads_local
         except (OSError, AttributeError):
             continue
-        fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+        fn.argtypes = [ctypes.c_int]
+        fn.restype = ctypes.c_int
         return fn
     return None
 

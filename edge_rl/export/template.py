@@ -106,6 +106,8 @@ class Template:
         consts: list[ConstSlot],
         ranges: list[RangeSlot],
         layers: list[FCSlot],
+        per_channel: bool,
+        size: int,
     ) -> None:
         self.structure = structure
         self.precision = precision
@@ -113,7 +115,8 @@ class Template:
         self._consts = consts
         self._ranges = ranges
         self._layers = layers
-        self._size = 0
+        self._size = size  # the template's bytes: the builder's first guess
+        self._check_slots(per_channel)
 
     @classmethod
     def parse(
@@ -125,10 +128,17 @@ class Template:
             raise TemplateError("expected exactly one subgraph")
         walk = _Walk(model, precision)
         walk.run(structure)
-        template = cls(model, structure, precision, walk.consts, walk.ranges, walk.layers)
-        template._check_slots(per_channel)
+        template = cls(
+            model,
+            structure,
+            precision,
+            walk.consts,
+            walk.ranges,
+            walk.layers,
+            per_channel,
+            len(tflite),
+        )
         model.buffers = [_aligned(b) for b in model.buffers]
-        template._size = len(tflite)
         return template
 
     def write(self, policy: FoldedPolicy, calibration_obs: np.ndarray) -> bytes:
@@ -153,7 +163,8 @@ class Template:
                 data = value.astype(_FLOAT_TYPES[tensor.type])
             buffers[tensor.buffer] = _aligned_data(data)
         model = copy.copy(self._model)
-        model.subgraphs, model.buffers = [graph], buffers
+        model.subgraphs = [graph]
+        model.buffers = buffers
         builder = flatbuffers.Builder(self._size + 4096)
         builder.Finish(model.Pack(builder), file_identifier=_IDENTIFIER)
         return bytes(builder.Output())
@@ -329,7 +340,9 @@ def _quant(
     scale: np.ndarray, zero_point: np.ndarray, dimension: int
 ) -> schema.QuantizationParametersT:
     q = schema.QuantizationParametersT()
-    q.scale, q.zeroPoint, q.quantizedDimension = scale, zero_point, dimension
+    q.scale = scale
+    q.zeroPoint = zero_point
+    q.quantizedDimension = dimension
     return q
 
 
@@ -341,7 +354,9 @@ def _with_quant(tensor: schema.TensorT, q: schema.QuantizationParametersT) -> sc
 
 def _aligned(buffer: schema.BufferT) -> _AlignedBufferT:
     aligned = _AlignedBufferT()
-    aligned.data, aligned.offset, aligned.size = buffer.data, buffer.offset, buffer.size
+    aligned.data = buffer.data
+    aligned.offset = buffer.offset
+    aligned.size = buffer.size
     return aligned
 
 

@@ -1,4 +1,5 @@
-"""`edge-rl credentials`: what it writes, with which modes, and what it refuses."""
+"""`edge-rl credentials`: what it writes, with which modes, and what it refuses; the
+deployment's ACL it generates (DIR/broker/acl), against a real Mosquitto."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from edge_rl.broker import executables
+from edge_rl.broker.acl import actor_grants, parse_acl
 from edge_rl.deploy.credentials import make_credentials
+from edge_rl.deploy.ids import Registry
+from edge_rl.wire.topics import Topics
 
 
 def mode(path: Path) -> int:
@@ -113,3 +117,101 @@ def test_command_reports_refusals_without_a_traceback(cli, tmp_path) -> None:
     result = cli("credentials", str(tmp_path / "c"), "--actors", "pi-01", "--tls", timeout=60)
     assert result.returncode != 0
     assert "--server-name" in result.stderr and "Traceback" not in result.stderr
+
+
+def _enroll(cli, root: Path, actor: str, run: str) -> None:
+    result = cli("credentials", str(root), "--actors", actor, "--passwords", "--run", run)
+    assert result.returncode == 0, result.stderr
+    assert f"wrote   {root / 'broker' / 'acl'}" in result.stdout
+
+
+def _login(root: Path, user: str) -> dict:
+    directory = root / ("learner" if user == "learner" else f"boards/{user}")
+    return {"username": user, "password": (directory / "password").read_text().strip()}
+
+
+@pytest.fixture
+def two_runs(cli, tmp_path, mosquitto_with):
+    """A deployment of two boards in two runs (``--run``), behind Mosquitto with the
+    generated ACL and password file, as host/mosquitto.conf installs them."""
+    root = tmp_path / "creds"
+    _enroll(cli, root, "pi-01", "run-a")
+    _enroll(cli, root, "pi-02", "run-b")
+    broker = root / "broker"
+    lines = [
+        "allow_anonymous false",
+        f"password_file {broker / 'mosquitto.passwd'}",
+        f"acl_file {broker / 'acl'}",
+        "use_username_as_clientid true",
+    ]
+    return root, mosquitto_with(lines)
+
+
+def test_generated_acl_keeps_a_board_out_of_another_run(two_runs, clients) -> None:
+    root, broker = two_runs
+    a, b = Topics("edge-rl", "run-a"), Topics("edge-rl", "run-b")
+    learner = clients(broker, **_login(root, "learner"))
+    assert learner.first_outcome() == "connected"
+    learner.subscribe("edge-rl/#")  # one learner serves every run of the deployment
+    pi01 = clients(broker, **_login(root, "pi-01"))
+    assert pi01.first_outcome() == "connected"
+
+    pi01.publish(b.transitions("pi-01"), b"its id, another run")
+    pi01.publish(b.status("pi-01"), b"its status, another run", retain=True)
+    pi01.publish(b.transitions("pi-02"), b"another board of another run")
+    pi01.publish(a.transitions("pi-02"), b"another board's id in its run")
+    pi01.publish(a.transitions("pi-01"), b"own batch")
+    assert learner.until(b"own batch") == [b"own batch"]
+
+
+def test_generated_acl_lets_a_board_read_only_its_own_run(two_runs, clients) -> None:
+    root, broker = two_runs
+    a, b = Topics("edge-rl", "run-a"), Topics("edge-rl", "run-b")
+    pi01 = clients(broker, **_login(root, "pi-01"))
+    pi02 = clients(broker, **_login(root, "pi-02"))
+    learner = clients(broker, **_login(root, "learner"))
+    assert pi01.first_outcome() == pi02.first_outcome() == learner.first_outcome() == "connected"
+    for topic in (b.policy, b.control, b.credit("pi-02"), a.control, a.credit("pi-01")):
+        pi01.subscribe(topic)
+    pi02.subscribe(b.policy)
+
+    learner.publish(b.policy, b"run-b policy", retain=True)
+    learner.publish(b.control, b"run-b control", retain=True)
+    learner.publish(b.credit("pi-02"), b"pi-02 credit", retain=True)
+    learner.publish(a.credit("pi-01"), b"pi-01 credit")
+    learner.publish(a.control, b"run-a control")
+    assert pi01.until(b"run-a control") == [b"pi-01 credit", b"run-a control"]
+    assert pi02.until(b"run-b policy") == [b"run-b policy"]  # its own run's
+
+
+def test_generated_acl_follows_enrollment_rotation_and_retirement(cli, tmp_path) -> None:
+    root = tmp_path / "creds"
+    _enroll(cli, root, "pi-01", "run-a")
+    _enroll(cli, root, "pi-02", "run-a")
+    grants = parse_acl((root / "broker" / "acl").read_text())
+    assert sorted(grants) == ["learner", "pi-01", "pi-02"]
+    assert grants["pi-01"] == actor_grants(Topics("edge-rl", "run-a"), "pi-01")
+    assert mode(root / "broker" / "acl") == 0o600
+
+    with Registry.open(root) as reg:  # what edge-rl flash --run run-b --ids pi-02 records
+        reg.check_new(["pi-02"])  # enrolled, never flashed: a flash may take it
+        reg.issue(["pi-02"], run="run-b", board="rpi4", out=tmp_path / "out")
+    grants = parse_acl((root / "broker" / "acl").read_text())
+    assert grants["pi-02"] == actor_grants(Topics("edge-rl", "run-b"), "pi-02")
+
+    retired = cli("retire", "--credentials", str(root), "pi-01")
+    assert retired.returncode == 0, retired.stderr
+    assert sorted(parse_acl((root / "broker" / "acl").read_text())) == ["learner", "pi-02"]
+    again = cli("credentials", str(root), "--actors", "pi-01", "--passwords", "--run", "run-a")
+    assert again.returncode != 0 and "retired" in again.stderr  # never made again
+
+
+def test_credentials_without_run_enroll_nothing(cli, tmp_path) -> None:
+    root = tmp_path / "creds"
+    result = cli("credentials", str(root), "--actors", "pi-01", "--passwords")
+    assert result.returncode == 0, result.stderr
+    assert "not enrolled in a run" in result.stdout
+    assert sorted(parse_acl((root / "broker" / "acl").read_text())) == ["learner"]
+    bad = cli("credentials", str(root), "--actors", "pi-02", "--passwords", "--run", "a/b")
+    assert bad.returncode != 0 and "run name" in bad.stderr
+    assert not (root / "boards" / "pi-02").exists()

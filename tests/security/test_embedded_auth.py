@@ -1,9 +1,12 @@
 """The embedded broker's authenticated mode (EmbeddedBroker(accounts=...)) against real
-clients: who may connect, who may publish where. The ACL is the run's (broker_config.py)."""
+clients: who may connect, who may publish where. The ACL is the run's (broker/acl.py); every
+test of the ``broker`` fixture runs against real Mosquitto and against the amqtt fallback,
+which reads the same password file and ACL (broker/amqtt_plugins.py)."""
 
 from __future__ import annotations
 
 import logging
+import queue
 from pathlib import Path
 
 import pytest
@@ -20,8 +23,16 @@ RUN = Topics("edge-rl", "sec")
 ACCOUNTS = BrokerAccounts(actors=("sim-00", "sim-01"), root=RUN.root, run=RUN.run)
 
 
+@pytest.fixture(params=["mosquitto", "amqtt"])
+def broker(request):
+    if request.param == "mosquitto":
+        request.getfixturevalue("mosquitto_available")
+    with EmbeddedBroker(kind=request.param, accounts=ACCOUNTS) as b:
+        yield b
+
+
 @pytest.fixture
-def broker(mosquitto_available):
+def mosquitto_broker(mosquitto_available):
     with EmbeddedBroker(kind="mosquitto", accounts=ACCOUNTS) as b:
         yield b
 
@@ -31,7 +42,8 @@ def login(broker, user):
     return {"username": user, "password": read_password_file(auth.password_file)}
 
 
-def test_config_is_loopback_no_anonymous_with_acl(broker) -> None:
+def test_config_is_loopback_no_anonymous_with_acl(mosquitto_broker) -> None:
+    broker = mosquitto_broker
     conf = broker.config_path.read_text()
     assert f"listener {broker.port} 127.0.0.1" in conf
     assert "allow_anonymous false" in conf and "allow_anonymous true" not in conf
@@ -166,19 +178,74 @@ def test_auth_files_are_removed_with_the_broker(mosquitto_available) -> None:
     assert not directory.exists()
 
 
-def test_amqtt_fallback_says_it_is_unauthenticated_and_stays_on_loopback(caplog) -> None:
+def test_amqtt_fallback_is_authenticated_and_stays_on_loopback(caplog) -> None:
     with pytest.raises(BrokerError, match="loopback"):
         EmbeddedBroker(kind="amqtt", host="0.0.0.0", accounts=ACCOUNTS)
     with caplog.at_level(logging.WARNING, logger="edge_rl.broker.embedded"):
         with EmbeddedBroker(kind="amqtt", accounts=ACCOUNTS) as b:
-            assert not b.authenticated and b.host == "127.0.0.1"
+            assert b.authenticated and b.host == "127.0.0.1"
             transport = MqttTransport(b.url, "learner-sec", auth=b.auth("learner"))
             transport.start()
             try:
-                assert transport.wait_connected(WAIT_S)  # it accepts the credentials unchecked
+                assert transport.wait_connected(WAIT_S)  # its credentials, checked
             finally:
                 transport.stop()
-    assert "UNAUTHENTICATED" in caplog.text
+    assert "UNAUTHENTICATED" not in caplog.text
+
+
+def test_actor_cannot_write_or_read_another_run(broker, clients) -> None:
+    """The ACL names the run: an actor's own id under another run's base is not its own.
+    (The run's learner may not read or write another run either: the deployment's ACL,
+    where one learner serves every run, is tested in test_credentials.py.)"""
+    other = Topics(RUN.root, "otherrun")
+    learner = clients(broker, **login(broker, "learner"))
+    assert learner.first_outcome() == "connected"
+    learner.subscribe(f"{RUN.base}/#")
+    actor = clients(broker, **login(broker, "sim-00"))
+    assert actor.first_outcome() == "connected"
+    actor.subscribe(other.policy)
+    actor.subscribe(other.control)
+    actor.subscribe(RUN.control)
+
+    actor.publish(other.transitions("sim-00"), b"into another run")
+    actor.publish(other.status("sim-00"), b"status in another run", retain=True)
+    actor.publish(RUN.status("sim-00"), b"own status")
+    assert learner.until(b"own status") == [b"own status"]
+
+    learner.publish(other.policy, b"other run's policy", retain=True)
+    learner.publish(other.control, b"other run's control")
+    learner.publish(RUN.control, b"own run's control")
+    assert actor.until(b"own run's control") == [b"own run's control"]
+
+
+def test_a_will_on_another_actors_topic_is_never_delivered(broker, clients) -> None:
+    """A last will is a publish too: amqtt refuses the CONNECT that names another actor's
+    status; Mosquitto accepts it and drops the will on the ACL when it fires."""
+    import paho.mqtt.client as mqtt
+
+    learner = clients(broker, **login(broker, "learner"))
+    assert learner.first_outcome() == "connected"
+    learner.subscribe(RUN.all_status)
+    creds = login(broker, "sim-00")
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+    client.username_pw_set(creds["username"], creds["password"])
+    client.will_set(RUN.status("sim-01"), b"forged will", qos=1)
+    outcomes: queue.Queue[bool] = queue.Queue()
+    client.on_connect = lambda _c, _u, _f, rc, _p: outcomes.put(rc.is_failure)
+    client.connect(broker.host, broker.port)
+    client.loop_start()
+    try:
+        refused = outcomes.get(timeout=WAIT_S)
+    finally:
+        client.loop_stop()
+        sock = client.socket()
+        if sock is not None:  # no DISCONNECT: the will fires where it was accepted
+            sock.close()
+    assert refused == (broker.kind == "amqtt")
+    honest = clients(broker, **login(broker, "sim-01"))
+    assert honest.first_outcome() == "connected"
+    honest.publish(RUN.status("sim-01"), b"own status")
+    assert learner.until(b"own status") == [b"own status"]
 
 
 def test_accounts_reject_bad_names() -> None:
