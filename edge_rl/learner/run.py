@@ -114,11 +114,12 @@ def _bus(stack: ExitStack, cfg: RunConfig, run_dir: Path, options: LearnOptions)
             accounts=accounts,
         )
     )
-    how = (
-        f"authenticated, config {embedded.config_path}"
-        if embedded.authenticated
-        else "UNAUTHENTICATED, loopback only"
-    )
+    if not embedded.authenticated:
+        how = "UNAUTHENTICATED, loopback only"
+    elif embedded.config_path is not None:
+        how = f"authenticated, config {embedded.config_path}"
+    else:
+        how = "authenticated: a password per client and the run's ACL, loopback only"
     log.info("embedded %s broker on %s (%s)", embedded.kind, embedded.url, how)
     return _Bus(embedded.url, embedded.auth("learner"), embedded.auth)
 
