@@ -1,7 +1,7 @@
 """What the learner node needs to know of each algorithm, behind one small seam.
 
     algo = make_algo(cfg, spec)
-    metrics = algo.update(replay.sample(algo.batch_size))  # one compiled call: >= 1 steps
+    metrics = algo.update(replay.sample(algo.batch_size), steps)  # one compiled call
     net = algo.policy_network                     # what is exported and deployed
     exploration = algo.exploration(env_steps)     # goes into the manifest
     ok, report = algo.check(exported, net, obs)   # LiteRT parity gate before publishing
@@ -38,7 +38,8 @@ class Algo:
     """One algorithm behind the node's interface; subclasses set the rest."""
 
     output_kind: str  # what the deployed model outputs (manifest.output_kind)
-    batch_size: int  # transitions one update() call samples
+    batch_size: int  # transitions one update() call samples: updates_per_call minibatches
+    updates_per_call: int  # the most gradient steps one update() call takes
     learner: Any  # the TensorFlow learner: DQNLearner | TD3Learner
 
     def __init__(self, cfg: RunConfig) -> None:
@@ -62,9 +63,10 @@ class Algo:
     def compile(self) -> None:
         self.learner.compile()
 
-    def update(self, batch: ReplaySample) -> dict[str, float]:
-        """One compiled call on ``batch`` (``batch_size`` transitions)."""
-        metrics = self.learner.update(batch)
+    def update(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
+        """One compiled call on ``batch`` (``batch_size`` transitions): ``steps`` gradient
+        steps, ``updates_per_call`` when None; ``updates`` grows by exactly that many."""
+        metrics = self.learner.update(batch, steps)
         if self.compressor is not None:
             self.compressor.on_updates(self.learner.updates)  # transition, mask updates
         return metrics
@@ -186,7 +188,9 @@ class DQNAlgo(Algo):
 
         super().__init__(cfg)
         self.learner = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
-        self.batch_size = cfg.dqn.batch_size
+        # One call takes up to updates_per_call gradient steps, each on its own minibatch.
+        self.updates_per_call = cfg.dqn.updates_per_call
+        self.batch_size = cfg.dqn.batch_size * self.updates_per_call
         self._compress()
         self.learner.sync_target()  # the target starts from the (circulant) online weights
 
@@ -215,8 +219,9 @@ class TD3Algo(Algo):
 
         super().__init__(cfg)
         self.learner = TD3Learner(spec, cfg.td3, seed=cfg.seed)
-        # One call takes updates_per_call gradient steps, each on its own minibatch.
-        self.batch_size = cfg.td3.batch_size * cfg.td3.updates_per_call
+        # One call takes up to updates_per_call gradient steps, each on its own minibatch.
+        self.updates_per_call = cfg.td3.updates_per_call
+        self.batch_size = cfg.td3.batch_size * self.updates_per_call
         self.half_range = (np.asarray(spec.action_high) - np.asarray(spec.action_low)) / 2
         self._compress()
         actor = self.learner.actor_network  # the target starts from the (circulant) weights

@@ -5,7 +5,9 @@
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 
 The target is the updates the transitions received pay for (``RunConfig.updates_paid_by``):
-a count of transitions, not of seconds, so a busy machine trains later, never less.
+a count of transitions, not of seconds, so a busy machine trains later, never less. A call
+takes up to ``updates_per_call`` steps and never more than are owed, so the count of
+updates meets the target exactly.
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ class Trainer:
         self._lap("other")  # what the main thread did since its last lap: control, ticks
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if self.algo.updates >= self.target() or len(self.replay) == 0:
+            owed = self.target() - self.algo.updates
+            if owed <= 0 or len(self.replay) == 0:
                 time.sleep(0.002)
                 self._lap("idle")
                 return
-            self.losses = self.algo.update(self.replay.sample(self.algo.batch_size))
+            steps = min(owed, self.algo.updates_per_call)
+            self.losses = self.algo.update(self.replay.sample(self.algo.batch_size), steps)
             self._lap("updates")
 
     def pay_in_full(self) -> None:

@@ -181,7 +181,7 @@ def test_target_is_hard_copied_every_interval_and_compiled_once() -> None:
     for i, size in enumerate([64, 32, 17]):  # different batch sizes must not retrace
         learner.update(_random_batch(size, seed=i))
         assert same() == (learner.updates % 3 == 0)
-    assert learner._step.experimental_get_tracing_count() == 1
+    assert learner._train.experimental_get_tracing_count() == 1
 
 
 def test_rejects_continuous_actions() -> None:
@@ -197,4 +197,4 @@ def test_compile_traces_without_stepping():
     assert learner.updates == 0
     for a, b in zip(before, learner.q_network.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
-    assert learner._step.experimental_get_tracing_count() == 1
+    assert learner._train.experimental_get_tracing_count() == 1

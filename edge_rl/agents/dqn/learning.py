@@ -1,10 +1,12 @@
-"""The DQN update step: replay batch in, one gradient step out. No I/O, no threads, no clocks.
+"""The DQN update: replay batch in, gradient steps out. No I/O, no threads, no clocks.
 
 The learner node drives it::
 
     learner = DQNLearner(spec, config, seed)
+    learner.compile()
     while running:
-        metrics = learner.update(replay.sample(config.batch_size))
+        k, b = config.updates_per_call, config.batch_size
+        metrics = learner.update(replay.sample(k * b))   # k gradient steps, one graph call
         if learner.updates % export_every == 0:
             publish(export_policy(learner.q_network, replay.observations(n)))
 
@@ -23,6 +25,7 @@ import tensorflow as tf
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.agents.guards import all_finite
+from edge_rl.agents.minibatches import check_steps, split_minibatches
 from edge_rl.specs import EnvSpec
 from edge_rl.types import ReplaySample
 
@@ -73,7 +76,10 @@ def huber(error: tf.Tensor, delta: float) -> tf.Tensor:
 
 
 class DQNLearner:
-    """Online and target Q-networks plus an Adam optimiser; ``update`` is one gradient step."""
+    """Online and target Q-networks plus an Adam optimiser.
+
+    ``update`` takes up to ``updates_per_call`` gradient steps in one compiled call.
+    """
 
     def __init__(self, spec: EnvSpec, config: DQNConfig, seed: int = 0) -> None:
         if not spec.discrete:
@@ -90,7 +96,10 @@ class DQNLearner:
         # Build the optimiser's slots now: creating variables inside a tf.function trace
         # is fragile, and this keeps the first update as cheap as the rest.
         self._optimizer.build(self._online.trainable_variables)
-        self.updates = 0  # gradient steps taken
+        self.updates = 0  # gradient steps taken, Python side
+        # Graph-side step count: the target copy falls on exact multiples of its interval
+        # wherever they fall within a call.
+        self._steps = tf.Variable(0, dtype=tf.int64, trainable=False)
         # Steps whose loss or gradient was not finite: not applied (a poisoned batch must
         # not wreck the network), counted.
         self._nonfinite = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -103,7 +112,11 @@ class DQNLearner:
         obs = tf.TensorSpec([None, self.obs_dim], tf.float32)
         vec = tf.TensorSpec([None], tf.float32)
         batch_signature = [obs, tf.TensorSpec([None], tf.int64), vec, obs, vec]
-        self._step = tf.function(self._train_step, input_signature=batch_signature)
+        self._train = tf.function(
+            self._train_steps,
+            input_signature=[*batch_signature, tf.TensorSpec([], tf.int32)],
+            jit_compile=config.jit_compile,
+        )
         self._td = tf.function(self._td_errors, input_signature=batch_signature)
         self._q = tf.function(lambda x: self._online(x, training=False), input_signature=[obs])
         # Compiled: eager `assign`s per variable cost several times the one graph call.
@@ -119,12 +132,17 @@ class DQNLearner:
     def target_network(self) -> keras.Model:
         return self._target
 
-    def update(self, batch: ReplaySample) -> dict[str, float]:
-        """One gradient step on ``batch``; hard-copies the target every N updates."""
-        metrics = self._step(*self._tensors(batch)).numpy()  # one host sync for both metrics
-        self.updates += 1
-        if self.updates % self.config.target_update_interval == 0:
-            self.sync_target()
+    def update(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
+        """``steps`` (default ``updates_per_call``) gradient steps, one per minibatch.
+
+        ``batch`` holds ``updates_per_call`` minibatches of equal size: step i trains on
+        rows ``[i * b, (i + 1) * b)``, and the minibatches past ``steps`` are not used (the
+        batch keeps one shape, so XLA compiles once). The target is hard-copied after every
+        ``target_update_interval``-th step. ``loss`` and ``mean_q`` are the steps' means.
+        """
+        steps = check_steps(batch, self.config.updates_per_call, steps)
+        metrics = self._train(*self._tensors(batch), np.int32(steps)).numpy()  # one host sync
+        self.updates += steps
         return {"loss": float(metrics[0]), "mean_q": float(metrics[1])}
 
     @property
@@ -133,12 +151,12 @@ class DQNLearner:
         return int(self._nonfinite.numpy())
 
     def compile(self) -> None:
-        """Trace the compiled functions now, without taking a step.
+        """Trace (and with XLA, lower) the update now, without taking a step.
 
         Tracing runs Python under the GIL for seconds; the learner does it before the fleet
         starts, so that its ingest thread is never starved during the first update.
         """
-        self._step.get_concrete_function()
+        self._train.get_concrete_function()
         self._q.get_concrete_function()
 
     def sync_target(self) -> None:
@@ -176,9 +194,25 @@ class DQNLearner:
         y = dqn_target(reward, terminated, next_q_target, self.config.gamma, next_q_online)
         return tf.stop_gradient(y)  # the target is a regression label, not a function of theta
 
-    def _train_step(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tf.Tensor:
+    def _train_steps(
+        self, obs: T, action: T, reward: T, next_obs: T, terminated: T, steps: T
+    ) -> tf.Tensor:
+        """``steps`` gradient steps on the first minibatches; [mean loss, mean Q]."""
+        minibatches = split_minibatches(
+            (obs, action, reward, next_obs, terminated), self.config.updates_per_call
+        )
+        loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
+        for i in tf.range(steps):  # a tf.while_loop: its trace does not grow with K
+            loss, mean_q = self._one_step(*(x[i] for x in minibatches))
+            loss_sum, q_sum = loss_sum + loss, q_sum + mean_q
+        n = tf.cast(steps, tf.float32)
+        return tf.stack([loss_sum / n, q_sum / n])
+
+    def _one_step(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tuple[T, T]:
+        # y = r + gamma * (1 - terminated) * Q_target(s', argmax_a Q_online(s', a))
         y = self._target_values(reward, next_obs, terminated)  # [B]
         variables = self._online.trainable_variables
+        # L = mean(huber(y - Q(s, a)))
         with tf.GradientTape() as tape:
             q_taken = tf.gather(self._online(obs, training=True), action, batch_dims=1)  # [B]
             loss = tf.reduce_mean(huber(y - q_taken, self.config.huber_delta))
@@ -192,8 +226,15 @@ class DQNLearner:
                 self.constraint.apply()
             return tf.constant(0, tf.int64)
 
+        def sync() -> tf.Tensor:
+            self._copy_online_to_target()
+            return tf.constant(0, tf.int64)
+
         tf.cond(all_finite(loss, grads), apply, lambda: self._nonfinite.assign_add(1))
-        return tf.stack([loss, tf.reduce_mean(q_taken)])
+        step = self._steps.assign_add(1)
+        interval = self.config.target_update_interval
+        tf.cond(step % interval == 0, sync, lambda: tf.constant(0, tf.int64))
+        return loss, tf.reduce_mean(q_taken)
 
     def _td_errors(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tf.Tensor:
         y = self._target_values(reward, next_obs, terminated)

@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge_rl.agents.guards import all_finite
+from edge_rl.agents.minibatches import check_steps, split_minibatches
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.networks import make_actor, make_critic
 from edge_rl.specs import EnvSpec
@@ -68,7 +69,7 @@ def td3_target(
 class TD3Learner:
     """Actor, twin critics, their targets and two Adam optimisers.
 
-    ``update`` takes ``updates_per_call`` gradient steps in one compiled call.
+    ``update`` takes up to ``updates_per_call`` gradient steps in one compiled call.
     """
 
     def __init__(self, spec: EnvSpec, config: TD3Config, seed: int = 0) -> None:
@@ -130,7 +131,7 @@ class TD3Learner:
         vec = tf.TensorSpec([None], tf.float32)
         self._train = tf.function(
             self._train_steps,
-            input_signature=[obs, act, vec, obs, vec],
+            input_signature=[obs, act, vec, obs, vec, tf.TensorSpec([], tf.int32)],
             jit_compile=config.jit_compile,
         )
         self._pi = tf.function(lambda s: self._actor(s, training=False), input_signature=[obs])
@@ -158,19 +159,17 @@ class TD3Learner:
     def critic_targets(self) -> tuple[keras.Model, keras.Model]:
         return self._q1_target, self._q2_target
 
-    def update(self, batch: ReplaySample) -> dict[str, float]:
-        """``updates_per_call`` gradient steps, one per consecutive slice of ``batch``.
+    def update(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
+        """``steps`` (default ``updates_per_call``) gradient steps, one per minibatch.
 
-        ``batch`` holds ``updates_per_call * b`` transitions; step k trains on rows
-        ``[k * b, (k + 1) * b)``. ``loss`` and ``mean_q`` are averaged over the call's
-        steps; ``actor_loss`` is that of the latest actor step (nan before the first).
+        ``batch`` holds ``updates_per_call`` minibatches of equal size: step i trains on
+        rows ``[i * b, (i + 1) * b)``, and the minibatches past ``steps`` are not used (the
+        batch keeps one shape, so XLA compiles once). ``loss`` and ``mean_q`` are the
+        steps' means; ``actor_loss`` is that of the latest actor step (nan before the first).
         """
-        k = self.config.updates_per_call
-        n = int(np.shape(batch.reward)[0])
-        if n == 0 or n % k:
-            raise ValueError(f"batch of {n} does not split into updates_per_call={k} minibatches")
-        metrics = self._train(*self._tensors(batch)).numpy()  # one host sync for all three
-        self.updates += k
+        steps = check_steps(batch, self.config.updates_per_call, steps)
+        metrics = self._train(*self._tensors(batch), np.int32(steps)).numpy()  # one host sync
+        self.updates += steps
         return {
             "loss": float(metrics[0]),
             "actor_loss": float(metrics[1]),
@@ -218,22 +217,20 @@ class TD3Learner:
     def _q(critic: keras.Model, obs: T, action: T) -> T:
         return tf.squeeze(critic(tf.concat([obs, action], axis=1)), axis=1)  # [B, 1] -> [B]
 
-    def _train_steps(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> T:
-        """K gradient steps on K minibatches; returns [mean loss, actor loss, mean Q1]."""
-        k = self.config.updates_per_call
-        # [K * B, ...] -> [K, B, ...]: minibatch i is rows [i * B, (i + 1) * B).
-        split = [
-            tf.reshape(x, tf.concat([[k, -1], tf.shape(x)[1:]], axis=0))
-            for x in (obs, action, reward, next_obs, terminated)
-        ]
+    def _train_steps(self, obs: T, action: T, reward: T, next_obs: T, terminated: T, steps: T) -> T:
+        """``steps`` gradient steps on the first minibatches; [mean loss, actor loss, mean Q1]."""
+        minibatches = split_minibatches(
+            (obs, action, reward, next_obs, terminated), self.config.updates_per_call
+        )
         loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
         # tf.range: autograph makes this a tf.while_loop. Same updates/s as a Python loop
         # unrolled at trace time, but its trace (and XLA compile) does not grow with K:
         # ~3 s instead of ~25 s at K = 16 (benchmarks/td3_learner.py, docstring).
-        for i in tf.range(k):
-            loss, mean_q = self._one_step(*(x[i] for x in split))
+        for i in tf.range(steps):
+            loss, mean_q = self._one_step(*(x[i] for x in minibatches))
             loss_sum, q_sum = loss_sum + loss, q_sum + mean_q
-        return tf.stack([loss_sum / k, self._actor_loss.read_value(), q_sum / k])
+        n = tf.cast(steps, tf.float32)
+        return tf.stack([loss_sum / n, self._actor_loss.read_value(), q_sum / n])
 
     def _one_step(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tuple[T, T]:
         cfg = self.config

@@ -1,0 +1,35 @@
+"""Several gradient steps per compiled call: one replay batch, split into minibatches.
+
+A call's batch holds ``k = updates_per_call`` minibatches of ``b`` rows, drawn at once by
+one replay gather; step ``i`` of the call trains on rows ``[i * b, (i + 1) * b)``. The
+batch keeps its ``k * b`` rows even when a call takes fewer steps (the replay ratio owes
+fewer): the compiled update then sees one shape, and XLA compiles it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from edge_rl.types import ReplaySample
+
+
+def check_steps(batch: ReplaySample, per_call: int, steps: int | None) -> int:
+    """The steps a call takes (``per_call`` when None); ValueError when ``batch`` does not
+    split into ``per_call`` minibatches or ``steps`` is not in ``[1, per_call]``."""
+    n = int(np.shape(batch.reward)[0])
+    if n == 0 or n % per_call:
+        raise ValueError(
+            f"batch of {n} does not split into updates_per_call={per_call} minibatches"
+        )
+    steps = per_call if steps is None else int(steps)
+    if not 1 <= steps <= per_call:
+        raise ValueError(f"steps must be in [1, updates_per_call={per_call}], got {steps}")
+    return steps
+
+
+def split_minibatches(columns: Sequence[tf.Tensor], per_call: int) -> list[tf.Tensor]:
+    """Each ``[k * b, ...]`` column as ``[k, b, ...]``: minibatch i is ``column[i]``."""
+    return [tf.reshape(x, tf.concat([[per_call, -1], tf.shape(x)[1:]], axis=0)) for x in columns]
