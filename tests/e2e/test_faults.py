@@ -1,9 +1,9 @@
 """Real faults on a real run: Mosquitto killed and restarted by its PID, an actor frozen
 by SIGSTOP, a spool that overflows, a batch from an id nobody announced.
 
-Each test runs benchmarks/faults.py's harness (a Mosquitto of its own, four actor
-processes, ``edge-rl learn --broker``) on a short CartPole run with cheap learning, and
-checks what must hold from independent counters (Jepsen-style):
+Each test runs the fault harness that benchmarks/faults.py runs (tests/harness/: a Mosquitto
+of its own, four actor processes, ``edge-rl learn --broker``) on a short CartPole run with
+cheap learning, and checks what must hold from independent counters (Jepsen-style):
 
 * the run finishes by itself, in bounded time, at exactly its budget
   (``env_steps == total_env_steps``);
@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
-import _faults  # noqa: E402
-import faults  # noqa: E402
+from tests.harness.fault_run import Row, run_fault
+from tests.harness.faults import ACTORS, FAULTS
 
 STEPS = 4_000
 CHEAP = [
@@ -38,11 +35,11 @@ CHEAP = [
 RUN_TIMEOUT_S = 200  # a run that has not finished by then has stalled
 
 
-def run(tmp_path: Path, name: str, **inject_kw) -> faults.Row:
-    fault = _faults.FAULTS[name]
+def run(tmp_path: Path, name: str, **inject_kw) -> Row:
+    fault = FAULTS[name]
     if inject_kw:  # shorter outages than the benchmark's, same code
         fault = dataclasses.replace(fault, inject=functools.partial(fault.inject, **inject_kw))
-    row = faults.run_fault(fault, tmp_path, STEPS, CHEAP, RUN_TIMEOUT_S)
+    row = run_fault(fault, tmp_path, STEPS, CHEAP, RUN_TIMEOUT_S)
     events = "\n".join(row.events)
     assert row.finished, f"the run did not finish by itself:\n{events}"
     assert row.summary["env_steps"] == STEPS, events
@@ -50,7 +47,7 @@ def run(tmp_path: Path, name: str, **inject_kw) -> faults.Row:
     assert row.lost == sum(row.causes.values()) >= 0, (row.causes, events)
     assert row.summary["transitions_received"] == row.received + row.foreign == STEPS
     assert row.summary["transitions_rejected"] == 0 and row.causes["ingest queue"] == 0
-    assert len(row.summary["actors"]) == _faults.ACTORS
+    assert len(row.summary["actors"]) == ACTORS
     return row
 
 

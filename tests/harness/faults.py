@@ -1,7 +1,6 @@
-"""The fault-injection harness behind benchmarks/faults.py and tests/faults/.
+"""The faults and what they act on, behind benchmarks/faults.py and tests/e2e/test_faults.py.
 
-    run = FaultRun(FAULTS["broker_restart"], out_dir, steps=50_000)
-    row = run.execute(timeout_s=1200)     # -> Row: the accounting, from independent counters
+    row = run_fault(FAULTS["broker_restart"], out_dir, steps, sets, timeout_s)  # fault_run.py
 
 One run: a Mosquitto of its own on a free loopback port (no persistence, no credentials, so
 that the harness can kill and restart it by PID and act as a bad client), four simulated
@@ -31,9 +30,9 @@ from typing import Any
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.sim.fleet import Fleet
 from edge_rl.wire.topics import Topics
+from tests.harness.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
+CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 ENV, RUN, ACTORS = "CartPole-v1", "cartpole", 4
 DONE = re.compile(r"actor (\S+) done: (\d+) env steps, (\d+) transitions sent, (\d+) dropped")
 
@@ -99,7 +98,7 @@ class Harness:
     def start_learner(self, argv: list[str] | None = None) -> None:
         out = open(self.run_dir.parent / f"{self.run_dir.name}.learner.out", "a")  # noqa: SIM115
         self.learner = subprocess.Popen(
-            argv or self.learner_argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+            argv or self.learner_argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT
         )
 
 
@@ -261,7 +260,7 @@ def same_id(h: Harness) -> None:
         "77",
     ]
     out = open(h.fleet.log_dir / "duplicate-sim-01.log", "w")  # noqa: SIM115
-    h.extra.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT))
+    h.extra.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO))
     h.log(f"second actor with id {h.fleet.actor_ids()[1]} started (pid {h.extra[-1].pid})")
 
 
