@@ -24,6 +24,11 @@ import pytest
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.broker.executables import find_mosquitto
 from edge_rl.transport.address import parse_broker_url
+from tests.harness.paths import REPO
+
+# Real Mosquitto processes with a config of a test's own (TLS, passwords, ACLs) and paho
+# clients that report how their connection ended: the security, flash and doctor tests'.
+pytest_plugins = ["tests.harness.mosquitto_auth"]
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -170,13 +175,12 @@ def mqtt_client_factory() -> Iterator[MqttClientFactory]:
 
 def run_cli(*args: str, timeout: float = 240):
     """``python -m edge_rl.cli ARGS`` from the repository root, output captured."""
-    root = Path(__file__).resolve().parents[1]
     return subprocess.run(
         [sys.executable, "-m", "edge_rl.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=root,
+        cwd=REPO,
     )
 
 

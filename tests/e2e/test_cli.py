@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.harness.paths import REPO
+
+ROOT = REPO
 
 
 @pytest.mark.slow

@@ -4,14 +4,14 @@ codecarbon measured it (offline), the simulated fleet from the board's power mod
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from edge_rl.boards import load_board
 from edge_rl.telemetry.energy import busy_idle, energy_kwh
+from tests.harness.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
 
 

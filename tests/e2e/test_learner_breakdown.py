@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import time
-from pathlib import Path
 
 import pytest
 
 from edge_rl.types import ACTOR_LOOP_BUCKETS
+from tests.harness.paths import REPO
 
-CONFIG = Path(__file__).resolve().parents[2] / "examples" / "cartpole_dqn.yaml"
+CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 
 
 def _adds_up(b: dict[str, float], buckets) -> bool:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import ast
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.harness.paths import REPO
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 EXAMPLE = ROOT / "examples" / "cartpole_dqn.yaml"
 REFUSED = re.compile(r"export v(\d+) not published: parity check failed (\{.*\})")
 # Budget: 20,000 of the example's 50,000 env steps, so that the test takes ~1.5 min.

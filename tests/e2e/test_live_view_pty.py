@@ -14,13 +14,14 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
 
 import pexpect
 import pyte
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.harness.paths import REPO
+
+ROOT = REPO
 ROWS, COLS = 60, 160
 HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
 DATA_ROW = re.compile(r"^\s*\d+\s+(-|-?\d+\.\d)\s+\d+\s")

@@ -24,6 +24,7 @@ import pytest
 
 from edge_rl.broker.executables import find_mosquitto
 from edge_rl.transport.address import free_port
+from tests.harness.paths import REPO
 
 WAIT_S = 5.0
 
@@ -87,9 +88,6 @@ def mosquitto_with(mosquitto_available, tmp_path) -> Iterator:
     yield start
     for broker in started:
         broker.stop()
-
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = Path(__file__).with_name("conftest.py")
+from tests.harness.paths import REPO
+
+CONFTEST = REPO / "tests" / "conftest.py"
 SUITE = textwrap.dedent(
     """
     import pytest
@@ -52,6 +54,8 @@ def run_suite(tmp_path: Path, ci: str | None, suite: str = SUITE) -> dict[str, i
     (tmp_path / "conftest.py").write_text(CONFTEST.read_text())
     (tmp_path / "test_suite.py").write_text(suite)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    # The conftest imports the suite's shared parts (tests/harness/) from the repository.
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if ci is not None:
         env["CI"] = ci
     proc = subprocess.run(

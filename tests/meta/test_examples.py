@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.harness.paths import REPO
+
+ROOT = REPO
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "edge_rl"
+from tests.harness.paths import REPO
+
+PACKAGE = REPO / "edge_rl"
 
 
 def module_name(path: Path) -> str:

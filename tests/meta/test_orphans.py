@@ -23,7 +23,8 @@ PARENT = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from edge_rl.sim.fleet import Fleet, board_file
+    from edge_rl.boards import board_file
+    from edge_rl.sim.fleet import Fleet
     from edge_rl.broker.embedded import EmbeddedBroker
 
     broker = EmbeddedBroker(kind="mosquitto").start()

@@ -12,7 +12,6 @@ import math
 import re
 import struct
 import typing
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,9 @@ from edge_rl.boards import BoardConfig
 from edge_rl.types import ActorState, ActorStatus
 from edge_rl.wire.envelope import MAGIC_STATUS, MAGIC_TRANSITIONS, SCHEMA_VERSION, CodecError
 from edge_rl.wire.messages import decode_status
+from tests.harness.paths import REPO
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
+DOC = (REPO / "docs" / "protocol.md").read_text()
 # Board-file keys that do not touch the wire: named in the text, not in the table.
 NOT_ON_THE_WIRE = {"emulation", "power", "auth", "actor"}
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from tests.harness.paths import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
 
 from pi_check import chroot, outputs, rootfs, unit  # noqa: E402
 

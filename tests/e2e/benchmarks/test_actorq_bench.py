@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.harness.paths import REPO
+
+ROOT = REPO
 SCRIPT = ROOT / "benchmarks" / "actorq.py"
 sys.path.insert(0, str(SCRIPT.parent))
 import actorq  # noqa: E402

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.harness.paths import REPO
+
+ROOT = REPO
 
 
 def test_board_speed_actor_alone(tmp_path, mosquitto_available):

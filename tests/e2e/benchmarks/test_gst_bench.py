@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.harness.paths import REPO
+
+ROOT = REPO
 
 
 def table_rows(stdout: str) -> dict[str, dict[str, str]]:

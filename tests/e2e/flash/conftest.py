@@ -3,13 +3,12 @@ with a broker certificate for 127.0.0.1 and passwords), edge-rl's wheel built on
 stand-in wheelhouse (the real download is tests/flash/test_wheelhouse.py's slow test), a
 cache holding the reference model, and ``flash(...)``: ``edge-rl flash`` as a user runs it.
 
-``deployed``: a real Mosquitto (tests/security/conftest.py's, with host/mosquitto.conf and
+``deployed``: a real Mosquitto (tests/harness/mosquitto_auth.py's, with host/mosquitto.conf and
 that deployment's files) and a board flashed for it.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import signal
 import subprocess
@@ -25,14 +24,8 @@ import pytest
 from edge_rl.boards import load_board
 from edge_rl.deploy.broker_check import check_broker
 from edge_rl.deploy.check import Failed
-
-REPO = Path(__file__).resolve().parents[2]
-
-_spec = importlib.util.spec_from_file_location(
-    "security_conftest", REPO / "tests" / "security" / "conftest.py"
-)
-_security = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_security)
+from tests.harness.mosquitto_auth import Mosquitto
+from tests.harness.paths import REPO
 
 
 @dataclass(frozen=True)
@@ -146,7 +139,7 @@ def deployed(kit, tmp_path_factory) -> Iterator[tuple[Path, object]]:
     text = text.replace("listener 8883\n", "listener {PORT} 127.0.0.1\n")
     text = text.replace("/etc/mosquitto/edge-rl/", f"{installed}/")
     text = text.replace("/var/lib/mosquitto/", f"{tmp / 'persist'}/")
-    broker = _security.Mosquitto(tmp, text.splitlines(), tls=True)
+    broker = Mosquitto(tmp, text.splitlines(), tls=True)
     try:
         p = _run(
             "flash",

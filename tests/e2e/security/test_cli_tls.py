@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from edge_rl.wire.signing import Signer
+from tests.harness.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from edge_rl.transport.address import parse_broker_address
+from tests.harness.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
 LINE = re.compile(r"embedded mosquitto broker on (mqtt://\S+) \(authenticated, config (\S+)\)")
 

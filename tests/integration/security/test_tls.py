@@ -14,9 +14,9 @@ from edge_rl.deploy.credentials import make_credentials
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport
 from edge_rl.wire.topics import Topics
+from tests.harness.paths import REPO
 
 WAIT_S = 5.0
-REPO = Path(__file__).resolve().parents[2]
 RUN = Topics("edge-rl", "tls")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ from edge_rl.actor.exploration import epsilon_greedy, random_action
 from edge_rl.boards import load_board
 from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
+from tests.harness.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 def add(b: Batcher, version: int, i: int = 0):

@@ -17,8 +17,9 @@ import pytest
 
 from edge_rl.telemetry import carbon
 from edge_rl.telemetry.carbon import EnergyConfig, HostCarbon, carbon_intensity
+from tests.harness.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 def _shipped_mix() -> dict:

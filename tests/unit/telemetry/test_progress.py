@@ -20,8 +20,9 @@ from edge_rl.telemetry.progress import (
     result_lines,
 )
 from edge_rl.types import ActorStatus
+from tests.harness.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
 
 SUMMARY = {

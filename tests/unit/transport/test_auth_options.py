@@ -13,8 +13,7 @@ from edge_rl.config import load_run_config
 from edge_rl.transport.address import parse_broker_address
 from edge_rl.transport.auth import AuthError, BrokerAuth, read_password_file
 from edge_rl.transport.mqtt import MqttTransport
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.harness.paths import REPO
 
 
 def secret(path: Path, text: str = "s3cret\n", mode: int = 0o600) -> Path:
