@@ -2,7 +2,7 @@
 
 What each run must show: the compressed layer's structure in the deployed int8 model, and
 the compression and bytes of every publish in the run directory. That an actor loads a
-"blocks" bundle is tests/edge/test_policy_slot_blocks.py: whether actors still run when a
+"blocks" bundle is tests/unit/actor/test_policy_slot_blocks.py: whether actors still run when a
 tiny run's policies arrive depends on the machine's load.
 """
 

@@ -25,7 +25,7 @@ REFUSED = re.compile(r"export v(\d+) not published: parity check failed (\{.*\})
 # Budget: 20,000 of the example's 50,000 env steps, so that the test takes ~1.5 min.
 BUDGET = ["--set", "total_env_steps=20000"]
 # A learning check, not the learning regression (that is
-# tests/agents/test_learning_regression.py, which a broken update fails): a random policy
+# tests/integration/test_learning_regression.py, which a broken update fails): a random policy
 # scores ~22; at 20,000 env steps the example's best policies so far scored 140-250 in
 # selection in the runs of docs/benchmarks.md, and this test's run deployed 210.6 (33
 # policies scored, best 216.6; 4 exports refused by the gate, 34 published).

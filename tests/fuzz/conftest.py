@@ -94,7 +94,7 @@ def _rollout(env_id: str, steps: int, actor_id: str):
 
 def _int8_model() -> tuple[bytes, bytes, object]:
     """A GST-pruned 4-32-32-2 int8 Q-network as the learner exports it (as in
-    tests/edge/test_policy_slot_blocks.py): its .tflite, its blocks payload, its export."""
+    tests/unit/actor/test_policy_slot_blocks.py): its .tflite, its blocks payload, its export."""
     from edge_rl.agents.dqn.networks import make_q_network
     from edge_rl.compress.compressor import Compressor
     from edge_rl.compress.config import CompressionConfig

@@ -1,6 +1,6 @@
 """What the flash and doctor tests share: a deployment made at run time (a policy key, a CA
 with a broker certificate for 127.0.0.1 and passwords), edge-rl's wheel built once, a
-stand-in wheelhouse (the real download is tests/flash/test_wheelhouse.py's slow test), a
+stand-in wheelhouse (the real download is tests/e2e/flash/test_wheelhouse.py's slow test), a
 cache holding the reference model, and ``flash(...)``: ``edge-rl flash`` as a user runs it.
 
 ``deployed``: a real Mosquitto (tests/harness/mosquitto_auth.py's, with host/mosquitto.conf and

@@ -1,7 +1,7 @@
 """Durable runs in one process: the checkpoint's round trip (the next update after a
 restore is the update the run would have taken), its clear errors, its atomic write, and
 an interrupted in-memory run resumed to its budget. The kill -9 of a real `edge-rl learn`
-is in tests/test_resume_cli.py."""
+is in tests/e2e/test_resume_cli.py."""
 
 from __future__ import annotations
 
