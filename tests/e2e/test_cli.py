@@ -18,32 +18,8 @@ ROOT = REPO
 
 
 @pytest.mark.slow
-def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_available, cli):
-    run = tmp_path / "run"
-    proc = cli(
-        "learn",
-        "--config",
-        "examples/cartpole_dqn.yaml",
-        "--out",
-        str(run),
-        "--fleet",
-        "2",
-        "--board",
-        "rpi5",
-        "--set",
-        "total_env_steps=2500",
-        "--set",
-        "learning_starts=500",
-        "--set",
-        "dqn.hidden=[32, 32]",
-        "--set",
-        "export.every_updates=100",
-        "--set",
-        "export.min_greedy_agreement=0.0",
-        "--set",
-        "run=cli-smoke",
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+def test_learn_with_embedded_broker_and_fleet_then_eval(cartpole_run, cli):
+    run = cartpole_run.run_dir  # examples/cartpole_dqn.yaml, --fleet 2 --board rpi5
     summary = json.loads((run / "summary.json").read_text())
     for key in (
         "env_id",
@@ -58,7 +34,7 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(tmp_path, mosquitto_avai
         "transitions_duplicate",
     ):
         assert key in summary, key
-    assert summary["env_steps"] >= 2500 and summary["policy_version"] >= 1
+    assert summary["env_steps"] >= cartpole_run.budget and summary["policy_version"] >= 1
     assert summary["eval_episodes"] == 10 and summary["final_eval_return"] is not None
     assert set(summary["actors"]) == {"sim-00", "sim-01"}
     assert (run / "fleet" / "sim-00.log").exists() and (run / "config.yaml").exists()

@@ -12,26 +12,14 @@ from edge_rl.telemetry.energy import busy_idle, energy_kwh
 from tests.harness.paths import REPO
 
 ROOT = REPO
-CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
 
 
 @pytest.mark.slow
-def test_tiny_run_reports_energy(tmp_path, mosquitto_available, cli, tiny_learn):
+def test_tiny_run_reports_energy(cartpole_run):
     import codecarbon  # noqa: F401 - a declared dependency: a missing one fails, not skips
 
-    csvs = set(ROOT.glob("*.csv"))
-    run = tmp_path / "run"
-    proc = cli(
-        "learn",
-        "--config",
-        str(CONFIG),
-        "--out",
-        str(run),
-        *tiny_learn("dqn"),
-        "--set",
-        "run=energy-smoke",
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    csvs = cartpole_run.repo_csvs_before
+    run = cartpole_run.run_dir
     summary = json.loads((run / "summary.json").read_text())
     e = summary["energy"]
     g_per_kwh = e["carbon_intensity_g_per_kwh"]

@@ -9,9 +9,6 @@ import time
 import pytest
 
 from edge_rl.types import ACTOR_LOOP_BUCKETS
-from tests.harness.paths import REPO
-
-CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 
 
 def _adds_up(b: dict[str, float], buckets) -> bool:
@@ -19,27 +16,11 @@ def _adds_up(b: dict[str, float], buckets) -> bool:
 
 
 @pytest.mark.slow
-def test_tiny_run_reports_the_runtime_breakdown(tmp_path, mosquitto_available, cli, tiny_learn):
-    run = tmp_path / "run"
-    # A short lag and one update per transition make the fleet wait for updates, so that
-    # policies go out (exporter thread) and actors load them (policy slot) during the run.
-    proc = cli(
-        "learn",
-        "--config",
-        str(CONFIG),
-        "--out",
-        str(run),
-        *tiny_learn("dqn"),
-        "--set",
-        "max_lag_transitions=100",
-        "--set",
-        "replay_ratio=1",
-        "--set",
-        "export.every_updates=50",
-        "--set",
-        "run=breakdown-smoke",
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+def test_tiny_run_reports_the_runtime_breakdown(cartpole_run):
+    # The shared run's short lag and one update per transition make the fleet wait for
+    # updates, so that policies go out (exporter thread) and actors load them (policy slot)
+    # during the run.
+    run = cartpole_run.run_dir
     summary = json.loads((run / "summary.json").read_text())
     rb = summary["runtime_breakdown"]
 

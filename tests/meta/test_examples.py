@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.harness.paths import REPO
+from tests.harness.shared_run import CONFIG as SHARED_CONFIG
 
 ROOT = REPO
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -16,12 +18,7 @@ def test_every_example_is_covered():
     assert {p.name for p in EXAMPLES} >= {"cartpole_dqn.yaml", "pendulum_td3.yaml"}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs_at_a_tiny_budget(example, tmp_path, mosquitto_available, cli, tiny_learn):
-    import yaml
-
-    algo = yaml.safe_load(example.read_text())["algo"]
+def _run_at_a_tiny_budget(example: Path, algo: str, tmp_path: Path, cli, tiny_learn) -> Path:
     run = tmp_path / "run"
     proc = cli(
         "learn",
@@ -34,6 +31,20 @@ def test_example_runs_at_a_tiny_budget(example, tmp_path, mosquitto_available, c
         f"run=smoke-{example.stem}",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs_at_a_tiny_budget(example, request, tmp_path, cli, tiny_learn):
+    import yaml
+
+    algo = yaml.safe_load(example.read_text())["algo"]
+    if example == SHARED_CONFIG:  # the session's shared run is this example's, at TINY's budget
+        run = request.getfixturevalue("cartpole_run").run_dir
+    else:
+        request.getfixturevalue("mosquitto_available")
+        run = _run_at_a_tiny_budget(example, algo, tmp_path, cli, tiny_learn)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["algo"] == algo and summary["env_steps"] >= 1200
     assert summary["policy_version"] >= 1 and summary["final_eval_return"] is not None
