@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.fault_run import Row, run_fault
-from tests.harness.faults import ACTORS, FAULTS
+from tests.harness.faults import ACTORS, FAULTS, Fault, Harness, actor_sigstop, unknown_actor
 
 STEPS = 4_000
 CHEAP = [
@@ -35,10 +35,13 @@ CHEAP = [
 RUN_TIMEOUT_S = 200  # a run that has not finished by then has stalled
 
 
-def run(tmp_path: Path, name: str, **inject_kw) -> Row:
+def shortened(name: str, **inject_kw) -> Fault:
+    """The benchmark's fault ``name`` with shorter outages, same code."""
     fault = FAULTS[name]
-    if inject_kw:  # shorter outages than the benchmark's, same code
-        fault = dataclasses.replace(fault, inject=functools.partial(fault.inject, **inject_kw))
+    return dataclasses.replace(fault, inject=functools.partial(fault.inject, **inject_kw))
+
+
+def run(tmp_path: Path, fault: Fault) -> Row:
     row = run_fault(fault, tmp_path, STEPS, CHEAP, RUN_TIMEOUT_S)
     events = "\n".join(row.events)
     assert row.finished, f"the run did not finish by itself:\n{events}"
@@ -54,7 +57,7 @@ def run(tmp_path: Path, name: str, **inject_kw) -> Row:
 @pytest.mark.slow
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_broker_killed_and_restarted(tmp_path, mosquitto_available, setpriv_available):
-    row = run(tmp_path, "broker_restart", times=2, down_s=2.0)
+    row = run(tmp_path, shortened("broker_restart", times=2, down_s=2.0))
     assert sum("killed (SIGKILL)" in e for e in row.events) == 2
     # What went down with the broker is lost in transit and nowhere else, and the learner
     # wrote exactly that much credit off (else the run would have stalled on it).
@@ -65,27 +68,34 @@ def test_broker_killed_and_restarted(tmp_path, mosquitto_available, setpriv_avai
 @pytest.mark.slow
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_spool_overflow_while_the_broker_is_down(tmp_path, mosquitto_available):
-    row = run(tmp_path, "spool_overflow", down_s=4.0)
+    row = run(tmp_path, shortened("spool_overflow", down_s=4.0))
     dropped = sum(a["transitions_dropped"] for a in row.summary["actors"].values())
     assert row.causes["spool overflow"] == dropped > 0  # the fault did happen
     assert row.causes["in transit"] == row.written_off  # the rest: with the broker
 
 
+def unknown_then_frozen(h: Harness) -> None:
+    """At 40 % of the run, one valid batch of 64 from an id nobody announced; at once after
+    it, actor sim-01 frozen by SIGSTOP for 8 s, then SIGCONT."""
+    unknown_actor(h)
+    actor_sigstop(h, stop_s=8.0)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_a_batch_from_an_unknown_actor_id(tmp_path, mosquitto_available):
-    row = run(tmp_path, "unknown_actor")
-    # Accepted once (valid data), counted against the budget, granted no credit: the run
-    # still ends at exactly its budget, and the fleet lost nothing.
+def test_a_batch_from_an_unknown_actor_id_and_an_actor_frozen_by_sigstop(
+    tmp_path, mosquitto_available
+):
+    """Two faults that must lose nothing, in one run (each is a row of its own in the
+    benchmark): the checks of both hold together."""
+    both = Fault("unknown_then_frozen", "unknown id, then SIGSTOP 8 s", unknown_then_frozen)
+    row = run(tmp_path, both)
+    # The unknown id's batch: accepted once (valid data), counted against the budget,
+    # granted no credit: the run still ends at exactly its budget, and the fleet lost nothing.
     assert row.foreign == 64 and row.lost == 0 and row.written_off == 0
     assert row.received == STEPS - 64
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_an_actor_frozen_by_sigstop_resumes(tmp_path, mosquitto_available):
-    row = run(tmp_path, "actor_sigstop", stop_s=8.0)
+    # The frozen actor: frozen longer than credit_timeout_s, resumed: it lost nothing,
+    # nothing was duplicated.
     assert any("SIGCONT" in e for e in row.events)
-    # Frozen longer than credit_timeout_s, resumed: it lost nothing, nothing was duplicated.
     assert row.lost == 0 and row.duplicated == 0
     assert row.summary["actors"]["sim-01"]["state"] == "stopped"  # it finished with the rest
