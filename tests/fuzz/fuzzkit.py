@@ -36,6 +36,7 @@ SLOT_REASONS = CODEC_REASONS | frozenset(
     "wrong_run stale_version model_shape spec_mismatch bad_hash load_failed".split()
 )
 PREFIX = struct.Struct("<4sHI")
+RUN_ID = "5f0c2a9e71b3d846"  # the run start every seed belongs to
 MAGICS = (b"ERLP", b"ERLT", b"ERLS", b"ERLC", b"ERLB", b"XXXX", b"\0\0\0\0")
 
 # --- byte-level mutations --------------------------------------------------------------
