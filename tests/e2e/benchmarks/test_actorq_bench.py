@@ -215,6 +215,7 @@ def quick_run(tmp_path_factory, mosquitto_available):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @quick_run_timeout
 def test_table_has_three_arms_with_numbers(quick_run):
     _, rows = quick_run
@@ -256,6 +257,7 @@ def first_reaching(metrics: Path, threshold: float) -> dict[str, str] | None:
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @quick_run_timeout
 def test_table_matches_the_run_directories(quick_run):
     out, rows = quick_run
@@ -298,6 +300,7 @@ def test_table_matches_the_run_directories(quick_run):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @quick_run_timeout
 def test_ratios_are_against_the_fp32_arm(quick_run):
     out, rows = quick_run

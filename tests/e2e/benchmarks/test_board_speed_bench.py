@@ -7,11 +7,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.harness.paths import REPO
 
 ROOT = REPO
 
 
+@pytest.mark.slow
+@pytest.mark.bench
 def test_board_speed_actor_alone(tmp_path, mosquitto_available):
     proc = subprocess.run(
         [

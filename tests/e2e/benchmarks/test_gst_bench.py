@@ -29,6 +29,7 @@ BENCH_TIMEOUT_S = 420
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.timeout(BENCH_TIMEOUT_S + 60)
 def test_gst_benchmark_quick(tmp_path, mosquitto_available):
     out = tmp_path / "gst"
