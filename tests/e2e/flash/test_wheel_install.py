@@ -9,6 +9,7 @@ from a temporary directory, where no checkout is.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -20,6 +21,10 @@ import pytest
 
 from edge_rl.wire.messages import decode_status
 from edge_rl.wire.topics import Topics
+
+# The install's and the installed commands' environment: a checkout on PYTHONPATH (how
+# tests run from a worktree) would be seen instead of the wheel.
+OUTSIDE = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +49,7 @@ def installed(kit, tmp_path_factory) -> Path:
         check=True,
         timeout=300,
         capture_output=True,
+        env=OUTSIDE,
     )
     (site,) = (venv / "lib").glob("python3.*/site-packages")
     (site / "dev-venv-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -69,6 +75,7 @@ def test_edge_rl_actor_board_rpi4_runs_from_the_wheel(
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=OUTSIDE,
         timeout=60,
     )
     assert where.stdout.startswith(str(installed.parent)), where  # not the checkout
@@ -101,6 +108,7 @@ def test_edge_rl_actor_board_rpi4_runs_from_the_wheel(
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        env=OUTSIDE,
     )
     try:
         assert wait_for(lambda: any(s.session for s in got), 60), "no status from the actor"
@@ -128,6 +136,7 @@ def test_edge_rl_doctor_runs_from_the_wheel(installed, bundle, tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=OUTSIDE,
         timeout=120,
     )
     assert p.returncode == 0, p.stdout + p.stderr
