@@ -19,8 +19,7 @@ from tests.harness.paths import REPO
 
 pytestmark = pytest.mark.slow
 
-ROOT = REPO
-EXAMPLE = ROOT / "examples" / "cartpole_dqn.yaml"
+EXAMPLE = REPO / "examples" / "cartpole_dqn.yaml"
 REFUSED = re.compile(r"export v(\d+) not published: parity check failed (\{.*\})")
 # Budget: 20,000 of the example's 50,000 env steps, so that the test takes ~1.5 min.
 BUDGET = ["--set", "total_env_steps=20000"]

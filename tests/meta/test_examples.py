@@ -10,8 +10,7 @@ import pytest
 from tests.harness.paths import REPO
 from tests.harness.shared_run import CONFIG as SHARED_CONFIG
 
-ROOT = REPO
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
 def test_every_example_is_covered():

@@ -7,12 +7,10 @@ import pytest
 from edge_rl.boards import load_board
 from tests.harness.paths import REPO
 
-ROOT = REPO
-
 
 @pytest.mark.parametrize("board", ["rpi4", "rpi5"])
 def test_shipped_boards_have_a_cited_power_model(board):
-    power = load_board(ROOT / "firmware_configs" / f"{board}.yaml").power
+    power = load_board(REPO / "firmware_configs" / f"{board}.yaml").power
     assert power is not None and 0 < power.idle_w < power.busy_w < 15
     assert "https://" in power.source
 

@@ -20,8 +20,7 @@ import pytest
 
 from tests.harness.paths import REPO
 
-ROOT = REPO
-SCRIPT = ROOT / "benchmarks" / "actorq.py"
+SCRIPT = REPO / "benchmarks" / "actorq.py"
 sys.path.insert(0, str(SCRIPT.parent))
 import actorq  # noqa: E402
 
@@ -160,7 +159,7 @@ def test_ratios_against_fp32(tmp_path, fp32_returns, arm_returns, speed_up, arm_
 def test_size_check_refuses_policies_that_cannot_ship():
     def problems(config: str, quick: bool = False, sets: list[str] = ()) -> list[str]:
         args = argparse.Namespace(
-            config=ROOT / config, quick=quick, set=list(sets), precisions=list(actorq.PRECISIONS)
+            config=REPO / config, quick=quick, set=list(sets), precisions=list(actorq.PRECISIONS)
         )
         return actorq.size_problems(args, "dqn" if "cartpole" in config else "td3")
 
@@ -196,7 +195,7 @@ def quick_run(tmp_path_factory, mosquitto_available):
             sys.executable,
             str(SCRIPT),
             "--config",
-            str(ROOT / "examples" / "cartpole_dqn.yaml"),
+            str(REPO / "examples" / "cartpole_dqn.yaml"),
             "--quick",
             "--threshold",
             str(THRESHOLD),
@@ -208,7 +207,7 @@ def quick_run(tmp_path_factory, mosquitto_available):
         capture_output=True,
         text=True,
         timeout=BENCH_TIMEOUT_S,
-        cwd=ROOT,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out, parse_table(proc.stdout)

@@ -11,8 +11,6 @@ import pytest
 
 from tests.harness.paths import REPO
 
-ROOT = REPO
-
 
 @pytest.mark.slow
 @pytest.mark.bench
@@ -20,7 +18,7 @@ def test_board_speed_actor_alone(tmp_path, mosquitto_available):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "board_speed.py"),
+            str(REPO / "benchmarks" / "board_speed.py"),
             "--rounds",
             "0",
             "--alone-rounds",

@@ -10,8 +10,6 @@ import pytest
 
 from tests.harness.paths import REPO
 
-ROOT = REPO
-
 
 def table_rows(stdout: str) -> dict[str, dict[str, str]]:
     lines = [x for x in stdout.splitlines() if x.startswith("|")]
@@ -36,9 +34,9 @@ def test_gst_benchmark_quick(tmp_path, mosquitto_available):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "gst.py"),
+            str(REPO / "benchmarks" / "gst.py"),
             "--config",
-            str(ROOT / "examples" / "cartpole_dqn.yaml"),
+            str(REPO / "examples" / "cartpole_dqn.yaml"),
             "--quick",
             "--out",
             str(out),

@@ -16,15 +16,14 @@ import pytest
 from edge_rl.wire.signing import Signer
 from tests.harness.paths import REPO
 
-ROOT = REPO
-CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
+CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 
 
 def cli_proc(args: list[str], out: Path) -> subprocess.Popen:
     with open(out, "w") as f:  # a file, not a pipe: nothing blocks on a full pipe
         return subprocess.Popen(
             [sys.executable, "-m", "edge_rl.cli", *args],
-            cwd=ROOT,
+            cwd=REPO,
             stdout=f,
             stderr=subprocess.STDOUT,
         )

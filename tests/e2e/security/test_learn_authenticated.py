@@ -16,8 +16,7 @@ import pytest
 from edge_rl.transport.address import parse_broker_address
 from tests.harness.paths import REPO
 
-ROOT = REPO
-CONFIG = ROOT / "examples" / "cartpole_dqn.yaml"
+CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 LINE = re.compile(r"embedded mosquitto broker on (mqtt://\S+) \(authenticated, config (\S+)\)")
 
 
@@ -72,7 +71,7 @@ def test_default_run_is_authenticated_and_completes(
     ]
     out = open(tmp_path / "stdout", "w")  # noqa: SIM115 - files, not pipes: no pipe fills up
     err = open(tmp_path / "stderr", "w")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=err)
     try:
         log = run / "learner.log"
         found = wait_for(

@@ -16,8 +16,6 @@ from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
 from tests.harness.paths import REPO
 
-ROOT = REPO
-
 
 def add(b: Batcher, version: int, i: int = 0):
     return b.add(version, np.zeros(4), np.int64(i % 2), 1.0, np.ones(4), False, False)
@@ -122,7 +120,7 @@ def test_exploration():
 
 @pytest.mark.parametrize("board", ["rpi4", "rpi5"])
 def test_shipped_boards_load(board):
-    cfg = load_board(ROOT / "firmware_configs" / f"{board}.yaml")
+    cfg = load_board(REPO / "firmware_configs" / f"{board}.yaml")
     assert cfg.board == board and cfg.emulation.compute_slowdown >= 1
 
 

@@ -19,8 +19,6 @@ from edge_rl.telemetry import carbon
 from edge_rl.telemetry.carbon import EnergyConfig, HostCarbon, carbon_intensity
 from tests.harness.paths import REPO
 
-ROOT = REPO
-
 
 def _shipped_mix() -> dict:
     path = resources.files("codecarbon") / "data" / "private_infra" / "global_energy_mix.json"
@@ -165,7 +163,7 @@ def test_only_codecarbons_public_interface_is_used(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_a_real_measurement_offline_without_files(tmp_path, monkeypatch):
-    before = set(ROOT.glob("*.csv"))
+    before = set(REPO.glob("*.csv"))
     attempts: list[object] = []  # offline: any connection or name lookup is a failure
 
     def refuse(*args, **kwargs):
@@ -188,7 +186,7 @@ def test_a_real_measurement_offline_without_files(tmp_path, monkeypatch):
         energy.kwh, rel=1e-3
     )
     assert energy.method.startswith(f"codecarbon {codecarbon.__version__} offline")
-    assert not list(tmp_path.iterdir()) and set(ROOT.glob("*.csv")) == before  # no emissions.csv
+    assert not list(tmp_path.iterdir()) and set(REPO.glob("*.csv")) == before  # no emissions.csv
     assert attempts == []
     # A second tracker in this process reuses codecarbon's cached hardware set-up (and logs
     # no set-up report): its CPU mode is still known.

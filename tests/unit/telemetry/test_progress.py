@@ -22,7 +22,6 @@ from edge_rl.telemetry.progress import (
 from edge_rl.types import ActorStatus
 from tests.harness.paths import REPO
 
-ROOT = REPO
 HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
 
 SUMMARY = {
@@ -138,7 +137,7 @@ CLAIM = textwrap.dedent(
 def test_claimed_terminal_keeps_python_stderr_and_sends_native_lines_to_the_log(tmp_path):
     log_path = tmp_path / "learner.log"
     log_path.write_text("before\n")
-    child = pexpect.spawn(sys.executable, ["-c", CLAIM, str(log_path)], cwd=str(ROOT))
+    child = pexpect.spawn(sys.executable, ["-c", CLAIM, str(log_path)], cwd=str(REPO))
     terminal = child.read().decode()  # to EOF (pexpect's default 30 s timeout)
     child.close()
     assert child.exitstatus == 0, terminal
@@ -154,7 +153,7 @@ def test_no_terminal_no_claim(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=ROOT,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr
     assert "claimed False" in proc.stdout
