@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fault injection on the CartPole example: one run per fault, one table (issue 14).
+"""Fault injection on the CartPole example: one run per fault, one table.
 
     nice .venv/bin/python benchmarks/faults.py --out runs/faults            # every row
     .venv/bin/python benchmarks/faults.py --only broker_restart,actor_kill --steps 6000
