@@ -1,14 +1,16 @@
 # The README's two commands: `make run` (the CartPole example with a simulated fleet) and
-# `make test` (the whole suite, what CI runs). Both create .venv and install what they need
-# first. `make test-quick` is the development tier: everything but the tests marked `slow`
-# (real training loops and benchmark runs). `make pi-check`: a bundle installed and run on an
-# emulated Raspberry Pi (qemu-user, as root; docs/boards.md).
+# `make test` (the whole suite but the 10,000-case fuzz runs, what CI runs). Both create
+# .venv and install what they need first. The tiers (markers in pyproject.toml):
+# `make test-quick`, everything but the tests marked `slow` (real training loops, benchmark
+# runs); `make test-bench`, only the benchmark scripts' smoke runs (marked `bench`, which
+# `make test` includes); `make test-deep`, the 10,000-case fuzz runs. `make pi-check`: a
+# bundle installed and run on an emulated Raspberry Pi (qemu-user, as root; docs/boards.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-quick test-deep bench venv clean pi-check
+.PHONY: run test test-quick test-bench test-deep bench venv clean pi-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +30,10 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	scripts/ensure-mosquitto
 	$(BIN)/python -m pytest -m "not slow"
+
+test-bench: $(STAMP)
+	scripts/ensure-mosquitto
+	$(BIN)/python -m pytest -m bench
 
 test-deep: $(STAMP)
 	$(BIN)/python -m pytest -m deep tests/fuzz

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +22,12 @@ import pytest
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.broker.executables import find_mosquitto
 from edge_rl.transport.address import parse_broker_url
+from tests.harness.learn import SMALL_NETS, TINY, run_cli
+
+# Real Mosquitto processes with a config of a test's own (TLS, passwords, ACLs) and paho
+# clients that report how their connection ended: the security, flash and doctor tests'.
+# And the session's one shared `edge-rl learn` run, for the checks that only read it.
+pytest_plugins = ["tests.harness.mosquitto_auth", "tests.harness.shared_run"]
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -168,66 +172,10 @@ def mqtt_client_factory() -> Iterator[MqttClientFactory]:
         client.loop_stop()
 
 
-def run_cli(*args: str, timeout: float = 240):
-    """``python -m edge_rl.cli ARGS`` from the repository root, output captured."""
-    root = Path(__file__).resolve().parents[1]
-    return subprocess.run(
-        [sys.executable, "-m", "edge_rl.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=root,
-    )
-
-
 @pytest.fixture
 def cli():
     """Run the ``edge-rl`` command as a user would (see ``run_cli``)."""
     return run_cli
-
-
-# `edge-rl learn` as a smoke run: a tiny budget, small networks, gates that always pass.
-TINY = [
-    "--fleet",
-    "2",
-    "--board",
-    "rpi5",
-    "--set",
-    "total_env_steps=1200",
-    "--set",
-    "learning_starts=400",
-    "--set",
-    "export.every_updates=100",
-    "--set",
-    "select_every=2",
-    "--set",
-    "select_episodes=1",
-    "--set",
-    "eval_episodes=2",
-    "--set",
-    "export.calibration_size=50",
-    "--set",
-    "export.parity_size=50",
-    "--set",
-    "replay_capacity=5000",
-]
-SMALL_NETS = {
-    "dqn": ["--set", "dqn.hidden=[32, 32]", "--set", "export.min_greedy_agreement=0"],
-    "td3": [
-        "--set",
-        "td3.actor_hidden=[32, 32]",
-        "--set",
-        "td3.critic_hidden=[32, 32]",
-        "--set",
-        "td3.batch_size=64",
-        "--set",
-        "td3.updates_per_call=1",
-        "--set",
-        "export.max_action_error=2",
-        "--set",
-        "export.mean_action_error=2",
-    ],
-}
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@
     broker.stop()
 
 The broker is the shipped host/mosquitto.conf (TLS, passwords, host/acl, no anonymous
-client) with only its listener and file paths changed, like tests/security's
+client) with only its listener and file paths changed, like tests/harness/mosquitto_auth.py's
 ``shipped_config``: the board meets what a real deployment runs. Every child is started by
 PID under ``setpriv --pdeathsig`` (it dies with this script, ``kill -9`` included) and
 stopped by PID, each wait bounded.

@@ -1,41 +1,15 @@
-"""Hypothesis profiles for the fuzz suite, and its seeds: real payloads of real encoders.
-
-Two budgets (``BUDGETS``): every decoder test runs 1,000 cases in the normal suite and
-10,000 in its ``slow``-marked variant (``pytest -m slow tests/fuzz``). Both are
-derandomized (CI sees the same cases every run) and have no deadline (no timing asserts).
-"""
+"""The fuzz suite's seeds: real payloads of real encoders (its budgets: budgets.py)."""
 
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
 
-sys.path.insert(0, str(Path(__file__).parent))  # fuzzkit.py, the suite's shared parts
-
-_COMMON = dict(
-    derandomize=True,
-    deadline=None,
-    database=None,  # derandomized: nothing to replay from a database
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.register_profile("fuzz", max_examples=1_000, **_COMMON)
-settings.register_profile("fuzz-slow", max_examples=10_000, **_COMMON)
-NORMAL, SLOW = settings.get_profile("fuzz"), settings.get_profile("fuzz-slow")
-BUDGETS = pytest.mark.parametrize(
-    "budget",
-    [
-        pytest.param(NORMAL, id="1000"),
-        pytest.param(SLOW, id="10000", marks=[pytest.mark.slow, pytest.mark.deep]),
-    ],
-)
+from tests.fuzz.fuzzkit import RUN_ID
 
 
 @dataclass(frozen=True)
@@ -94,7 +68,7 @@ def _rollout(env_id: str, steps: int, actor_id: str):
 
 def _int8_model() -> tuple[bytes, bytes, object]:
     """A GST-pruned 4-32-32-2 int8 Q-network as the learner exports it (as in
-    tests/edge/test_policy_slot_blocks.py): its .tflite, its blocks payload, its export."""
+    tests/unit/actor/test_policy_slot_blocks.py): its .tflite, its blocks payload, its export."""
     from edge_rl.agents.dqn.networks import make_q_network
     from edge_rl.compress.compressor import Compressor
     from edge_rl.compress.config import CompressionConfig
@@ -109,9 +83,6 @@ def _int8_model() -> tuple[bytes, bytes, object]:
     exported = export_policy(net, obs, "int8", per_channel=False)
     blocks = compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
     return exported.tflite, blocks, exported
-
-
-RUN_ID = "5f0c2a9e71b3d846"  # the run start every seed belongs to
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ SLOT_REASONS = CODEC_REASONS | frozenset(
     "wrong_run stale_version model_shape spec_mismatch bad_hash load_failed".split()
 )
 PREFIX = struct.Struct("<4sHI")
+RUN_ID = "5f0c2a9e71b3d846"  # the run start every seed belongs to
 MAGICS = (b"ERLP", b"ERLT", b"ERLS", b"ERLC", b"ERLB", b"XXXX", b"\0\0\0\0")
 
 # --- byte-level mutations --------------------------------------------------------------
@@ -237,10 +238,8 @@ def is_run_id(v: Any) -> bool:
 # --- transitions (§3.1) -------------------------------------------------------------------
 
 
-def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
-    header, why = strict_header(data, b"ERLT", max_bytes)
-    if header is None:
-        return why
+def _transition_fields_violation(header: dict) -> str | None:
+    """§3.1's scalar fields: who sent it, in which session and run, how many rows."""
     if not isinstance(header.get("actor_id"), str):
         return "actor_id"
     for key in ("session", "seq", "policy_version"):
@@ -248,11 +247,13 @@ def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
             return key
     if not is_run_id(header.get("run_id")):
         return "run_id"
-    n = header.get("n")
-    if not is_int(n, 1):
-        return "n"
+    return None if is_int(header.get("n"), 1) else "n"
+
+
+def _transition_layout(spec, n: int) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """§3.1's arrays for ``n`` rows of ``spec``: name -> (dtype, shape)."""
     act = (n,) if spec.discrete else (n, *spec.action_shape)
-    want = {
+    return {
         "obs": ("<f4", (n, *spec.obs_shape)),
         "action": ("<i8" if spec.discrete else "<f4", act),
         "reward": ("<f4", (n,)),
@@ -260,26 +261,36 @@ def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
         "terminated": ("|u1", (n,)),
         "truncated": ("|u1", (n,)),
     }
-    arrays = header.get("arrays")
-    if not isinstance(arrays, list) or not all(isinstance(a, dict) for a in arrays):
-        return "arrays"
-    if sorted(str(a.get("name")) for a in arrays) != sorted(want):
-        return "array names"
+
+
+def _array_entry_violation(a: dict, dtype: str, shape: tuple[int, ...]) -> str | None:
+    got_shape = a.get("shape")
+    if a.get("dtype") != dtype or not isinstance(got_shape, list):
+        return f"{a['name']} dtype"
+    if not all(is_int(d) for d in got_shape) or tuple(got_shape) != shape:
+        return f"{a['name']} shape"
+    return None
+
+
+def _transition_arrays(data: bytes, arrays: list[dict], want: dict) -> tuple[dict, str | None]:
+    """The body cut into the header's arrays, in its order: ``(name -> array, None)``, or
+    ``({}, what is wrong)``."""
     body, at, values = data[10 + PREFIX.unpack_from(data)[2] :], 0, {}
     for a in arrays:
         dtype, shape = want[a["name"]]
-        got_shape = a.get("shape")
-        if a.get("dtype") != dtype or not isinstance(got_shape, list):
-            return f"{a['name']} dtype"
-        if not all(is_int(d) for d in got_shape) or tuple(got_shape) != shape:
-            return f"{a['name']} shape"
+        why = _array_entry_violation(a, dtype, shape)
+        if why:
+            return {}, why
         size = math.prod(shape) * np.dtype(dtype).itemsize
         if at + size > len(body):
-            return "body too short"
+            return {}, "body too short"
         values[a["name"]] = np.frombuffer(body[at : at + size], dtype).reshape(shape)
         at += size
-    if at != len(body):
-        return "trailing body bytes"
+    return (values, None) if at == len(body) else ({}, "trailing body bytes")
+
+
+def _transition_values_violation(values: dict, spec, n: int) -> str | None:
+    """§3.1's values: flags 0/1, finite floats, actions inside the env's action space."""
     if any(values[k].max() > 1 for k in ("terminated", "truncated")):
         return "flag > 1"
     floats = ["obs", "next_obs", "reward"] + ([] if spec.discrete else ["action"])
@@ -295,6 +306,24 @@ def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
         ).any():
             return "action range"
     return None
+
+
+def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
+    header, why = strict_header(data, b"ERLT", max_bytes)
+    if header is None:
+        return why
+    why = _transition_fields_violation(header)
+    if why:
+        return why
+    n = header["n"]
+    want = _transition_layout(spec, n)
+    arrays = header.get("arrays")
+    if not isinstance(arrays, list) or not all(isinstance(a, dict) for a in arrays):
+        return "arrays"
+    if sorted(str(a.get("name")) for a in arrays) != sorted(want):
+        return "array names"
+    values, why = _transition_arrays(data, arrays, want)
+    return why or _transition_values_violation(values, spec, n)
 
 
 # --- policy bundles (§4, §4.4) --------------------------------------------------------------
@@ -315,8 +344,8 @@ def _json_finite(v: Any) -> bool:
     return True
 
 
-def manifest_violation(d: dict) -> str | None:
-    """§4's table: required fields present with their JSON types, values in range."""
+def _manifest_fields_violation(d: dict) -> str | None:
+    """§4's scalar fields: the version, the strings, the optional ones, the counts."""
     v = d.get("policy_version")
     if not is_int(v, 1) or v >= 2**53:
         return "policy_version"
@@ -333,12 +362,11 @@ def manifest_violation(d: dict) -> str | None:
     for key in ("learner_step", "model_size"):
         if not is_int(d.get(key)):
             return key
-    spec = d.get("env_spec")
-    if not isinstance(spec, dict):
-        return "env_spec"
-    obs_shape = spec.get("obs_shape")
-    if not isinstance(obs_shape, list) or not obs_shape or not all(is_int(x, 1) for x in obs_shape):
-        return "obs_shape"
+    return None
+
+
+def _action_space_violation(spec: dict) -> str | None:
+    """``env_spec``'s action space: discrete (a count, nothing else) or a box with bounds."""
     num = spec.get("num_actions", 0)
     shape = spec.get("action_shape", [])
     low, high = spec.get("action_low", []), spec.get("action_high", [])
@@ -352,6 +380,20 @@ def manifest_violation(d: dict) -> str | None:
         return "box bounds"
     if any(lo >= hi for lo, hi in zip(low, high, strict=True)):
         return "low >= high"
+    return None
+
+
+def _env_spec_violation(spec: Any) -> str | None:
+    if not isinstance(spec, dict):
+        return "env_spec"
+    obs_shape = spec.get("obs_shape")
+    if not isinstance(obs_shape, list) or not obs_shape or not all(is_int(x, 1) for x in obs_shape):
+        return "obs_shape"
+    return _action_space_violation(spec)
+
+
+def _quant_violation(d: dict) -> str | None:
+    """The model's input and output quantization: a dtype, a finite scale, an int zero point."""
     for key in ("input_quant", "output_quant"):
         q = d.get(key)
         if (
@@ -362,18 +404,34 @@ def manifest_violation(d: dict) -> str | None:
             return key
         if not is_num(q.get("scale", 0.0)) or not is_int(q.get("zero_point", 0), None):
             return key
+    return None
+
+
+def _obs_norm_violation(d: dict) -> str | None:
     for key in ("obs_mean", "obs_std"):  # §4 says "× obs_dim"; the decoder does not check it
         x = d.get(key)
         if not isinstance(x, list) or not all(is_num(e) for e in x):
             return key
-    if not all(s > 0 for s in d["obs_std"]):
-        return "obs_std <= 0"
-    ex = d.get("exploration")
+    return None if all(s > 0 for s in d["obs_std"]) else "obs_std <= 0"
+
+
+def _exploration_violation(ex: Any) -> str | None:
     if not isinstance(ex, dict) or not all(
         k in ("epsilon", "sigma") and is_num(x) and 0 <= x <= 1 for k, x in ex.items()
     ):
         return "exploration"
     return None
+
+
+def manifest_violation(d: dict) -> str | None:
+    """§4's table: required fields present with their JSON types, values in range."""
+    return (
+        _manifest_fields_violation(d)
+        or _env_spec_violation(d.get("env_spec"))
+        or _quant_violation(d)
+        or _obs_norm_violation(d)
+        or _exploration_violation(d.get("exploration"))
+    )
 
 
 def policy_violation(data: bytes, verifier, max_bytes: int) -> str | None:
@@ -415,13 +473,11 @@ def zlib_reference(payload: bytes, max_bytes: int) -> bytes | None:
     return out if ok else None
 
 
-def blocks_reference(payload: bytes, max_bytes: int) -> bytes | None:
-    """§4.3 decoded the slow way, one block at a time; None for anything malformed."""
-    if len(payload) < 12:
-        return None
-    magic, version, count, n = struct.unpack_from("<4sHHI", payload)
-    if magic != b"ERLB" or version != 1 or n > max_bytes or len(payload) < 12 + 18 * count:
-        return None
+Region = tuple[int, int, int, int, int, int]  # offset, rows, cols, item bytes, b, length
+
+
+def _blocks_regions(payload: bytes, count: int, n: int) -> list[Region] | None:
+    """§4.3's region table: in order, not overlapping, inside the model, whole blocks."""
     regions, end = [], 0
     for k in range(count):
         off, rows, cols, code, b, length = struct.unpack_from("<IIIBBI", payload, 12 + 18 * k)
@@ -433,49 +489,83 @@ def blocks_reference(payload: bytes, max_bytes: int) -> bytes | None:
             return None
         end = off + nbytes
         regions.append((off, rows, cols, item, b, length))
-    total = n + sum(r[5] for r in regions)
+    return regions
+
+
+def _blocks_classes(data: bytes, nb: int, b: int) -> list[int] | None:
+    """The 2-bit block classes (0 zero, 1 circulant, 2 dense) of ``nb`` blocks, or None if
+    a padding code is set, a code is 3, or a 1x1 block claims to be circulant."""
+    ncodes = (nb + 3) // 4
+    if len(data) < ncodes:
+        return None
+    classes = [(data[i // 4] >> (2 * (i % 4))) & 3 for i in range(ncodes * 4)]
+    if any(classes[nb:]) or any(c == 3 or (c == 1 and b == 1) for c in classes[:nb]):
+        return None
+    return classes[:nb]
+
+
+def _blocks_region(data: bytes, rows: int, cols: int, item: int, b: int) -> bytes | None:
+    """One region's weights from its codes and values, element by element."""
+    nb = (rows // b) * (cols // b)
+    classes = _blocks_classes(data, nb, b)
+    if classes is None:
+        return None
+    ncodes = (nb + 3) // 4
+    need = ncodes + item * sum(b if c == 1 else b * b if c == 2 else 0 for c in classes)
+    if len(data) != need:
+        return None
+    circ = memoryview(data)[ncodes:]
+    dense = circ[sum(c == 1 for c in classes) * b * item :]
+    ci = di = 0
+    a = [[b"\0" * item] * cols for _ in range(rows)]
+    for i, c in enumerate(classes):
+        br, bc = divmod(i, cols // b)
+        for r in range(b):
+            for j in range(b):
+                if c == 1:
+                    e = circ[(ci * b + (j - r) % b) * item :][:item]
+                elif c == 2:
+                    e = dense[((di * b + r) * b + j) * item :][:item]
+                else:
+                    continue
+                a[br * b + r][bc * b + j] = bytes(e)
+        ci += c == 1
+        di += c == 2
+    return b"".join(b"".join(row) for row in a)
+
+
+def _blocks_body(payload: bytes, start: int, total: int) -> bytes | None:
+    """The zlib body after the table: complete, nothing after it, exactly ``total`` bytes."""
     d = zlib.decompressobj()
     try:
-        body = d.decompress(payload[12 + 18 * count :], total + 1)
+        body = d.decompress(payload[start:], total + 1)
     except zlib.error:
         return None
-    if len(body) != total or not d.eof or d.unused_data:
+    return body if len(body) == total and d.eof and not d.unused_data else None
+
+
+def blocks_reference(payload: bytes, max_bytes: int) -> bytes | None:
+    """§4.3 decoded the slow way, one block at a time; None for anything malformed."""
+    if len(payload) < 12:
+        return None
+    magic, version, count, n = struct.unpack_from("<4sHHI", payload)
+    if magic != b"ERLB" or version != 1 or n > max_bytes or len(payload) < 12 + 18 * count:
+        return None
+    regions = _blocks_regions(payload, count, n)
+    if regions is None:
+        return None
+    body = _blocks_body(payload, 12 + 18 * count, n + sum(r[5] for r in regions))
+    if body is None:
         return None
     model, at = bytearray(body[:n]), n
     for off, rows, cols, item, b, length in regions:
         if any(body[off : off + rows * cols * item]):
             return None
-        data = body[at : at + length]
+        weights = _blocks_region(body[at : at + length], rows, cols, item, b)
         at += length
-        nb = (rows // b) * (cols // b)
-        ncodes = (nb + 3) // 4
-        if len(data) < ncodes:
+        if weights is None:
             return None
-        classes = [(data[i // 4] >> (2 * (i % 4))) & 3 for i in range(ncodes * 4)]
-        if any(classes[nb:]) or any(c == 3 or (c == 1 and b == 1) for c in classes[:nb]):
-            return None
-        need = ncodes + item * sum(b if c == 1 else b * b if c == 2 else 0 for c in classes[:nb])
-        if len(data) != need:
-            return None
-        circ = memoryview(data)[ncodes:]
-        ncirc = sum(c == 1 for c in classes[:nb])
-        dense = circ[ncirc * b * item :]
-        ci = di = 0
-        a = [[b"\0" * item] * cols for _ in range(rows)]
-        for i, c in enumerate(classes[:nb]):
-            br, bc = divmod(i, cols // b)
-            for r in range(b):
-                for j in range(b):
-                    if c == 1:
-                        e = circ[(ci * b + (j - r) % b) * item :][:item]
-                    elif c == 2:
-                        e = dense[((di * b + r) * b + j) * item :][:item]
-                    else:
-                        continue
-                    a[br * b + r][bc * b + j] = bytes(e)
-            ci += c == 1
-            di += c == 2
-        model[off : off + rows * cols * item] = b"".join(b"".join(row) for row in a)
+        model[off : off + rows * cols * item] = weights
     return bytes(model)
 
 

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import logging
 
-import fuzzkit as fk
 import numpy as np
 import pytest
-from conftest import BUDGETS
 from hypothesis import strategies as st
-from test_fuzz_transitions import payloads
 
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import decode_transitions, peek_count
+from tests.fuzz import fuzzkit as fk
+from tests.fuzz.budgets import BUDGETS
+from tests.fuzz.transition_cases import payloads
 
 MAX = 1_000_000
 TOPICS = Topics(run="fuzz")

@@ -13,14 +13,14 @@ import functools
 import struct
 import zlib
 
-import fuzzkit as fk
 import pytest
-from conftest import BUDGETS
 from hypothesis import given
 from hypothesis import strategies as st
 
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.policy import CODECS, decompress_model
+from tests.fuzz import fuzzkit as fk
+from tests.fuzz.budgets import BUDGETS
 
 _TABLE = struct.Struct("<IIIBBI")
 
@@ -159,6 +159,6 @@ def test_unknown_codec_names_are_bad_codec(seeds):
 
 
 def fk_settings():
-    from conftest import NORMAL
+    from tests.fuzz.budgets import NORMAL
 
     return NORMAL

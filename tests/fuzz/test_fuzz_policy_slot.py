@@ -22,17 +22,18 @@ import hashlib
 import json
 from collections import Counter
 
-import fuzzkit as fk
 import numpy as np
 import pytest
-from conftest import NORMAL, RUN_ID, SLOW
 from hypothesis import settings
 from hypothesis import strategies as st
-from test_fuzz_policy import resigned, split_signed
 
 from edge_rl.actor.policy_slot import PolicySlot
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.policy import compress_model, decompress_model, manifest_to_dict
+from tests.fuzz import fuzzkit as fk
+from tests.fuzz.budgets import NORMAL, SLOW
+from tests.fuzz.fuzzkit import RUN_ID
+from tests.fuzz.policy_cases import resigned, split_signed
 
 
 @st.composite

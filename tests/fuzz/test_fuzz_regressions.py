@@ -8,7 +8,6 @@ import struct
 import zlib
 from pathlib import Path
 
-import fuzzkit as fk
 import numpy as np
 import pytest
 
@@ -18,6 +17,7 @@ from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_STATUS, CodecError, pack
 from edge_rl.wire.messages import decode_control, decode_status
 from edge_rl.wire.policy import decode_policy, decompress_model, encode_policy, manifest_from_dict
 from edge_rl.wire.transitions import validate_batch
+from tests.fuzz import fuzzkit as fk
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 

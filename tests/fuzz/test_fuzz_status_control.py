@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import fuzzkit as fk
-from conftest import BUDGETS
 from hypothesis import strategies as st
 
 from edge_rl.wire.envelope import CodecError
@@ -23,6 +21,8 @@ from edge_rl.wire.messages import (
     encode_credit,
     encode_status,
 )
+from tests.fuzz import fuzzkit as fk
+from tests.fuzz.budgets import BUDGETS
 
 MAX = 64 * 1024
 

@@ -1,0 +1,279 @@
+"""The `edge-rl` command as a user runs it: learn (embedded broker + fleet), eval, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness.paths import REPO
+
+ROOT = REPO
+
+
+@pytest.mark.slow
+def test_learn_with_embedded_broker_and_fleet_then_eval(cartpole_run, cli):
+    run = cartpole_run.run_dir  # examples/cartpole_dqn.yaml, --fleet 2 --board rpi5
+    summary = json.loads((run / "summary.json").read_text())
+    for key in (
+        "env_id",
+        "algo",
+        "env_steps",
+        "updates",
+        "wall_s",
+        "final_eval_return",
+        "policy_version",
+        "transitions_received",
+        "transitions_rejected",
+        "transitions_duplicate",
+    ):
+        assert key in summary, key
+    assert summary["env_steps"] >= cartpole_run.budget and summary["policy_version"] >= 1
+    assert summary["eval_episodes"] == 10 and summary["final_eval_return"] is not None
+    assert set(summary["actors"]) == {"sim-00", "sim-01"}
+    assert (run / "fleet" / "sim-00.log").exists() and (run / "config.yaml").exists()
+    # codecarbon's warnings (that region; on a host whose CPU it does not know, five more)
+    # are in learner.log and not on stderr; the result states its method once.
+    notes = summary["energy"]["learner"]["notes"]
+    assert any("Regional emissions retrieval failed" in n for n in notes), notes
+    learner_log, stderr = (
+        " ".join(s.split()) for s in ((run / "learner.log").read_text(), cartpole_run.stderr)
+    )
+    for note in notes:
+        assert note in learner_log and note not in stderr, note
+    assert "WARNING codecarbon: " in learner_log
+    for mark in ("[codecarbon", "WARNING codecarbon", "ERROR codecarbon"):
+        assert mark not in stderr, cartpole_run.stderr[-4000:]
+    stdout = cartpole_run.stdout
+    assert stdout.count("learner energy by codecarbon: CPU ") == 1, stdout
+
+    ev = cli("eval", str(run / "policy.tflite"), "--env", "CartPole-v1", "--episodes", "3")
+    assert ev.returncode == 0, ev.stderr[-2000:]
+    result = json.loads(ev.stdout)
+    assert len(result["returns"]) == 3 and result["mean_return"] > 0
+
+    wrong = cli("eval", str(run / "policy.tflite"), "--env", "Acrobot-v1")
+    assert wrong.returncode != 0 and "CartPole-v1" in wrong.stderr
+
+
+def _children(pid: int) -> list[int]:
+    """Direct child processes of ``pid`` (Linux /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[1]) == pid:  # fields: state, ppid, ...
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto_available, sig):
+    """SIGTERM to the learner's PID, or SIGINT to its whole process group as a terminal's
+    Ctrl-C sends it: the broker and actors (sessions of their own) do not get it, so the
+    learner checkpoints, stops the fleet, and writes its summary with every actor stopped."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "edge_rl.cli",
+            "learn",
+            "--config",
+            "examples/cartpole_dqn.yaml",
+            "--out",
+            str(run),
+            "--fleet",
+            "2",
+            "--board",
+            "rpi5",
+            "--set",
+            "total_env_steps=10000000",
+            "--set",
+            "dqn.hidden=[32, 32]",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its process group is its own: killpg reaches no test
+    )
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            metrics = run / "metrics.csv"
+            rows = metrics.read_text().splitlines()[1:] if metrics.exists() else []
+            if rows and int(rows[-1].split(",")[1]) > 0:  # env_steps: actors are stepping
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        children = _children(proc.pid)
+        assert len(children) >= 3, children  # two actors and the broker
+        if sig == signal.SIGTERM:
+            proc.send_signal(sig)
+        else:
+            os.killpg(proc.pid, sig)  # the group: the learner and whatever shares it
+        _, err = proc.communicate(timeout=90)
+        # Interrupted, not failed: a checkpoint, then the fleet stopped, then summary.json.
+        assert proc.returncode == 128 + sig, err[-3000:]
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["interrupted"] is True and summary["final_eval_return"] is None
+        states = {a["state"] for a in summary["actors"].values()}
+        assert states == {"stopped"}, summary["actors"]  # told by the learner, not killed
+        header = json.loads((run / "checkpoint" / "header.json").read_text())
+        assert header["env_steps"] == summary["env_steps"] > 0 and not header["finished"]
+        assert "--resume" in err
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(c) for c in children):
+            time.sleep(0.2)
+        assert not [c for c in children if _alive(c)], err[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for c in children + _children(proc.pid):  # a failed run must not leave orphans
+            if _alive(c):
+                os.kill(c, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_learn_on_the_embedded_python_broker(tmp_path, cli):
+    # The fallback for machines without Mosquitto: amqtt speaks MQTT 3.1.1 only.
+    run = tmp_path / "run"
+    proc = cli(
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        "--embedded-broker",
+        "amqtt",
+        "--fleet",
+        "1",
+        "--board",
+        "rpi5",
+        "--set",
+        "total_env_steps=800",
+        "--set",
+        "learning_starts=300",
+        "--set",
+        "dqn.hidden=[16]",
+        "--set",
+        "export.every_updates=50",
+        "--set",
+        "export.min_greedy_agreement=0.0",
+        "--set",
+        "select_every=0",
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= 800 and summary["policy_version"] >= 1
+    assert summary["actors"]["sim-00"]["transitions_sent"] == summary["transitions_received"]
+    assert list(run.glob("amqtt-*.log"))
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "dqn.gama=0.9"], "gama"),
+        (
+            ["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "replay_ratio=-1"],
+            "replay_ratio",
+        ),
+        (["learn", "--config", "examples/cartpole_dqn.yaml", "--set", "nokey"], "KEY=VALUE"),
+        (["learn", "--config", "examples/cartpole_dqn.yaml", "--run", "a/b"], "run name"),
+        (
+            [
+                "actor",
+                "--board",
+                "nosuchboard",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a",
+                "KEY",
+            ],
+            "known boards",
+        ),
+        (
+            [
+                "actor",
+                "--board",
+                "rpi4",
+                "--broker",
+                "http://x",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a",
+                "KEY",
+            ],
+            "mqtt://",
+        ),
+        (
+            [
+                "actor",
+                "--board",
+                "rpi4",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a/b",
+                "KEY",
+            ],
+            "actor id",
+        ),
+        (
+            [
+                "actor",
+                "--board",
+                "rpi4",
+                "--broker",
+                "mqtt://127.0.0.1:1",
+                "--env",
+                "CartPole-v1",
+                "--id",
+                "a",
+            ],
+            "public key",
+        ),
+    ],
+    ids=[
+        "unknown key",
+        "bad value",
+        "bad --set",
+        "bad --run",
+        "unknown board",
+        "bad url",
+        "bad id",
+        "no policy key",
+    ],
+)
+def test_bad_input_gets_a_clear_error(args, message, cli, policy_keys):
+    args = [a for x in args for a in (["--policy-key", str(policy_keys[1])] if x == "KEY" else [x])]
+    proc = cli(*args, timeout=60)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,101 @@
+"""Real faults on a real run: Mosquitto killed and restarted by its PID, an actor frozen
+by SIGSTOP, a spool that overflows, a batch from an id nobody announced.
+
+Each test runs the fault harness that benchmarks/faults.py runs (tests/harness/: a Mosquitto
+of its own, four actor processes, ``edge-rl learn --broker``) on a short CartPole run with
+cheap learning, and checks what must hold from independent counters (Jepsen-style):
+
+* the run finishes by itself, in bounded time, at exactly its budget
+  (``env_steps == total_env_steps``);
+* every transition the actors sent (their own exit counts) is in replay, cut at the budget,
+  or lost where a counter says why: no other loss, and no duplicate in replay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import pytest
+
+from tests.harness.fault_run import Row, run_fault
+from tests.harness.faults import ACTORS, FAULTS, Fault, Harness, actor_sigstop, unknown_actor
+
+STEPS = 4_000
+CHEAP = [
+    "dqn.hidden=[32, 32]",
+    "export.min_greedy_agreement=0",
+    "select_every=0",
+    "select_recheck=0",
+    "eval_episodes=2",
+    "export.calibration_size=50",
+    "export.parity_size=50",
+]
+RUN_TIMEOUT_S = 200  # a run that has not finished by then has stalled
+
+
+def shortened(name: str, **inject_kw) -> Fault:
+    """The benchmark's fault ``name`` with shorter outages, same code."""
+    fault = FAULTS[name]
+    return dataclasses.replace(fault, inject=functools.partial(fault.inject, **inject_kw))
+
+
+def run(tmp_path: Path, fault: Fault) -> Row:
+    row = run_fault(fault, tmp_path, STEPS, CHEAP, RUN_TIMEOUT_S)
+    events = "\n".join(row.events)
+    assert row.finished, f"the run did not finish by itself:\n{events}"
+    assert row.summary["env_steps"] == STEPS, events
+    # Accounting: sent (+ dropped by the actors) = received + cut at the budget + lost.
+    assert row.lost == sum(row.causes.values()) >= 0, (row.causes, events)
+    assert row.summary["transitions_received"] == row.received + row.foreign == STEPS
+    assert row.summary["transitions_rejected"] == 0 and row.causes["ingest queue"] == 0
+    assert len(row.summary["actors"]) == ACTORS
+    return row
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_broker_killed_and_restarted(tmp_path, mosquitto_available, setpriv_available):
+    row = run(tmp_path, shortened("broker_restart", times=2, down_s=2.0))
+    assert sum("killed (SIGKILL)" in e for e in row.events) == 2
+    # What went down with the broker is lost in transit and nowhere else, and the learner
+    # wrote exactly that much credit off (else the run would have stalled on it).
+    assert row.causes["spool overflow"] == 0
+    assert row.lost == row.causes["in transit"] == row.written_off
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_spool_overflow_while_the_broker_is_down(tmp_path, mosquitto_available):
+    row = run(tmp_path, shortened("spool_overflow", down_s=4.0))
+    dropped = sum(a["transitions_dropped"] for a in row.summary["actors"].values())
+    assert row.causes["spool overflow"] == dropped > 0  # the fault did happen
+    assert row.causes["in transit"] == row.written_off  # the rest: with the broker
+
+
+def unknown_then_frozen(h: Harness) -> None:
+    """At 40 % of the run, one valid batch of 64 from an id nobody announced; at once after
+    it, actor sim-01 frozen by SIGSTOP for 8 s, then SIGCONT."""
+    unknown_actor(h)
+    actor_sigstop(h, stop_s=8.0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_a_batch_from_an_unknown_actor_id_and_an_actor_frozen_by_sigstop(
+    tmp_path, mosquitto_available
+):
+    """Two faults that must lose nothing, in one run (each is a row of its own in the
+    benchmark): the checks of both hold together."""
+    both = Fault("unknown_then_frozen", "unknown id, then SIGSTOP 8 s", unknown_then_frozen)
+    row = run(tmp_path, both)
+    # The unknown id's batch: accepted once (valid data), counted against the budget,
+    # granted no credit: the run still ends at exactly its budget, and the fleet lost nothing.
+    assert row.foreign == 64 and row.lost == 0 and row.written_off == 0
+    assert row.received == STEPS - 64
+    # The frozen actor: frozen longer than credit_timeout_s, resumed: it lost nothing,
+    # nothing was duplicated.
+    assert any("SIGCONT" in e for e in row.events)
+    assert row.lost == 0 and row.duplicated == 0
+    assert row.summary["actors"]["sim-01"]["state"] == "stopped"  # it finished with the rest

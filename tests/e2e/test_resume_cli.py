@@ -1,0 +1,241 @@
+"""`edge-rl learn --resume` after a `kill -9` of a real learner (embedded Mosquitto, a
+simulated fleet of 2): the run ends at its budget, policy versions go on, the run
+directory's files are appended to, and a fresh run into it is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness.paths import REPO
+
+ROOT = REPO
+BUDGET = 5_000
+SHORT = [
+    "--fleet",
+    "2",
+    "--board",
+    "rpi5",
+    "--set",
+    "run=resume-cli",
+    "--set",
+    f"total_env_steps={BUDGET}",
+    "--set",
+    "learning_starts=400",
+    "--set",
+    "dqn.hidden=[32, 32]",
+    "--set",
+    "export.min_greedy_agreement=0",
+    "--set",
+    "export.every_updates=100",
+    "--set",
+    "export.calibration_size=50",
+    "--set",
+    "export.parity_size=50",
+    "--set",
+    "select_every=2",
+    "--set",
+    "select_episodes=1",
+    "--set",
+    "select_recheck=0",
+    "--set",
+    "eval_episodes=2",
+    "--set",
+    "checkpoint.every_s=0",
+    "--set",
+    "checkpoint.every_env_steps=800",
+]
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _header(run: Path) -> dict | None:
+    try:
+        return json.loads((run / "checkpoint" / "header.json").read_text())
+    except (OSError, ValueError):  # not there yet, or being replaced
+        return None
+
+
+def _versions(run: Path) -> list[int]:
+    return [json.loads(line)["policy_version"] for line in open(run / "publishes.jsonl")]
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_ends_at_the_budget_with_versions_going_on(
+    tmp_path, mosquitto_available, setpriv_available, cli
+):
+    run = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        *SHORT,
+    ]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            header = _header(run)
+            if header and header["env_steps"] >= 1_600 and header["policy_version"] >= 1:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        children = _children(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)  # by PID: the learner only
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30  # the broker and actors follow (pdeathsig)
+        while time.monotonic() < deadline and any(_alive(c) for c in children):
+            time.sleep(0.2)
+        assert not [c for c in children if _alive(c)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for c in children:
+            if _alive(c):
+                os.kill(c, signal.SIGKILL)
+    assert not (run / "summary.json").exists()
+    saved = _header(run)
+    assert saved is not None and saved["env_steps"] < BUDGET
+    rows = (run / "metrics.csv").read_text().splitlines()
+    versions = _versions(run)
+
+    # A fresh run into the same directory is refused, and writes nothing there.
+    again = cli("learn", "--config", "examples/cartpole_dqn.yaml", "--out", str(run), *SHORT)
+    assert again.returncode != 0 and "--resume" in again.stderr, again.stderr[-2000:]
+    assert (run / "metrics.csv").read_text().splitlines() == rows
+    changed = cli("learn", "--resume", str(run), "--set", "seed=3")
+    assert changed.returncode != 0 and "--set" in changed.stderr
+
+    resumed = cli("learn", "--resume", str(run), "--json", timeout=280)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    summary = json.loads(resumed.stdout[resumed.stdout.index("{") :])
+    assert summary["env_steps"] == BUDGET and summary["interrupted"] is False
+    assert summary["resumed_from_env_steps"] == saved["env_steps"]
+    assert summary["updates"] >= saved["updates"]
+    after = _versions(run)
+    assert after[: len(versions)] == versions and len(after) > len(versions)
+    assert all(b > a for a, b in zip(after, after[1:], strict=False)), after
+    assert summary["policy_version"] == after[-1]
+    assert (run / "metrics.csv").read_text().splitlines()[: len(rows)] == rows
+    finished = cli("learn", "--resume", str(run))
+    assert finished.returncode != 0 and "finished" in finished.stderr
+
+
+@pytest.mark.slow
+def test_boards_that_keep_running_see_the_learner_come_back(
+    tmp_path, fresh_mosquitto, setpriv_available, cli
+):
+    """Actors of their own (`edge-rl fleet`, as real boards) on an external Mosquitto: the
+    learner is killed with kill -9 and resumed; the same actor processes go on, take the
+    resumed learner's policies (new versions) and stop at its budget."""
+    run, url = tmp_path / "run", fresh_mosquitto.url
+    flags = [x for x in SHORT if x not in ("--fleet", "2", "--board", "rpi5")]
+    argv = [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        "examples/cartpole_dqn.yaml",
+        "--out",
+        str(run),
+        "--broker",
+        url,
+        "--fleet",
+        "0",
+        *flags,
+    ]
+    learner = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    fleet = None
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "signing.pub").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        fleet = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "edge_rl.cli",
+                "fleet",
+                "--broker",
+                url,
+                "--env",
+                "CartPole-v1",
+                "-n",
+                "2",
+                "--board",
+                "rpi5",
+                "--run",
+                "resume-cli",
+                "--policy-key",
+                str(run / "signing.pub"),
+                "--log-dir",
+                str(tmp_path / "boards"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and learner.poll() is None:
+            header = _header(run)
+            if header and header["env_steps"] >= 1_600 and header["policy_version"] >= 1:
+                break
+            time.sleep(0.2)
+        assert learner.poll() is None, learner.stderr.read().decode()[-3000:]
+        os.kill(learner.pid, signal.SIGKILL)
+        learner.wait(timeout=30)
+        time.sleep(1.0)
+        assert fleet.poll() is None  # the boards go on without their learner
+        versions = _versions(run)
+
+        resumed = cli("learn", "--resume", str(run), "--broker", url, "--json", timeout=280)
+        assert resumed.returncode == 0, resumed.stderr[-4000:]
+        summary = json.loads(resumed.stdout[resumed.stdout.index("{") :])
+        assert summary["env_steps"] == BUDGET
+        after = _versions(run)
+        assert after[: len(versions)] == versions and len(after) > len(versions)
+        assert all(b > a for a, b in zip(after, after[1:], strict=False)), after
+        assert fleet.wait(timeout=60) == 0  # stopped by the resumed learner's "stopped"
+        actors = summary["actors"]
+        assert set(actors) == {"sim-00", "sim-01"}
+        assert all(a["state"] == "stopped" for a in actors.values()), actors
+        # They ran the resumed learner's policies: versions past the killed learner's last.
+        assert all(a["policy_version"] > versions[-1] for a in actors.values()), actors
+    finally:
+        for proc in (learner, fleet):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
