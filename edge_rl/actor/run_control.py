@@ -19,8 +19,9 @@ Of its own run start: ``running`` trains; ``paused`` (the learner is away: inter
 its last will) holds the last good policy, serving it greedily if ``serve_paused`` (the
 board file's ``on_pause: serve``), else idle, and voids the credit not used (the learner
 that comes back grants anew); ``serving`` (the run is done) serves the deployed policy;
-``stopped`` (an operator ended the run) idles until a new run start, and is final for
-that run start: a later control of it is ignored. Only SIGTERM (``stop``) or a refusal
+``stopped`` (an operator ended the run) idles until a new run start. Both ``serving`` and
+``stopped`` are final for their run start: a later control of it is ignored (after
+``serving``, all but ``stopped``). Only SIGTERM (``stop``) or a refusal
 ends the process.
 
 Credit is per process: a grant applies when its ``run_id`` is the current run start and
@@ -67,7 +68,9 @@ class RunControl:
                 return  # a redelivered control must not restart a stopping actor
             if msg.run_id != self.run_id:
                 self._other_run(msg)
-            elif self.state != "stopped":  # stopped is final for a run start
+            elif self.state == "stopped" or (self.state == "serving" and msg.state != "stopped"):
+                return  # both are final for a run start (a late will must not idle a served run)
+            else:
                 if msg.state == "paused" and self.state != "paused":
                     self.credit = 0  # the learner that comes back grants anew
                 self.state = msg.state

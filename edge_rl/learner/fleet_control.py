@@ -173,7 +173,19 @@ class FleetControl:
         while not inbox_empty() and time.monotonic() < deadline + 5:
             time.sleep(0.05)
 
-    # --- control (main and ingest threads) ----------------------------------------------
+    def wait_for_state(self, state: str, timeout: float) -> bool:
+        """Until every actor online says ``state`` in its status (bounded): the summary
+        then shows the fleet as the control left it. True if they all did."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                online = [s for s in self._actors.values() if s.state not in ("offline", "stopped")]
+            if all(s.state == state for s in online):
+                return True
+            time.sleep(0.1)
+        return False
+
+    # --- control (main thread) ----------------------------------------------------------
 
     def send(self, state: RunState, updates: int = 0, *, reason: str = "") -> None:
         """Publish the control message when it changes; with ``running``, new credit. After
@@ -186,7 +198,10 @@ class FleetControl:
                 self.state = state
                 self._last = msg
                 # Under the lock: a "running" must never overtake the "paused" sent after it.
-                self._publish(self.topics.control, encode_control(msg), retain=True)
+                # A final state waits for the broker's acknowledgement (bounded): the learner
+                # leaves soon after, and its boards must have it retained.
+                wait = 5.0 if state in FINAL else 0.0
+                self._publish(self.topics.control, encode_control(msg), retain=True, wait=wait)
             if state == "running":
                 self._grant(updates)
 

@@ -91,4 +91,4 @@ def test_an_actor_frozen_by_sigstop_resumes(tmp_path, mosquitto_available):
     assert any("SIGCONT" in e for e in row.events)
     # Frozen longer than credit_timeout_s, resumed: it lost nothing, nothing was duplicated.
     assert row.lost == 0 and row.duplicated == 0
-    assert row.summary["actors"]["sim-01"]["state"] == "stopped"  # it finished with the rest
+    assert row.summary["actors"]["sim-01"]["state"] == "serving"  # it finished with the rest

@@ -34,8 +34,10 @@ def test_a_run_that_ends_is_served_and_a_new_run_start_is_joined_from_serving():
     rc = joined()
     rc.on_control(control("serving", "r"))
     assert rc.serves() and not rc.may_step(0) and rc.status_state(0) == "serving"
-    rc.on_control(control("paused", "r"))  # the learner never follows serving; a board
-    rc.on_control(control("running", "next"))  # takes the next run start all the same
+    rc.on_control(control("paused", "r"))  # serving is final for its run start: a late
+    rc.on_control(control("running", "r"))  # will, or a resumed learner, is ignored
+    assert rc.serves() and rc.state == "serving"
+    rc.on_control(control("running", "next"))  # a new run start is joined
     assert not rc.serves()  # a join waits: the training loop takes it
     assert rc.take_join() == "next" and rc.state == "running" and rc.credit == 0
     rc.on_control(control("serving", "later"))  # a board that meets a served run serves it
