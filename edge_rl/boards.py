@@ -88,6 +88,13 @@ class BoardConfig:
     # and the broker's limit (an oversize QoS 1 publish gets the client disconnected).
     max_batch_bytes: int = 1_000_000
     status_interval_s: float = 1.0
+    # While the learner is away (control "paused"): "idle" (hold the policy, do not act) or
+    # "serve" (act greedily with it, sending nothing). A paused run's policy is not one
+    # its learner evaluated and deployed, hence idle unless the board's owner says so.
+    on_pause: str = "idle"
+    # Time between statuses while serving (control "serving", or "paused" with on_pause
+    # serve): a served fleet reports its policy version and return, and costs the broker little.
+    serving_status_interval_s: float = 10.0
     max_policy_bytes: int = 8_000_000  # largest decompressed model accepted
     # Most memory a model's tensors may declare (weights and activations), checked before
     # the interpreter allocates any: a small file can declare gigabytes.
@@ -113,6 +120,10 @@ class BoardConfig:
                 raise ValueError(f"{name} must be positive")
         if not 0.01 <= self.flush_interval_s <= 60 or not 0.05 <= self.status_interval_s <= 600:
             raise ValueError("flush_interval_s in [0.01, 60], status_interval_s in [0.05, 600]")
+        if not 1.0 <= self.serving_status_interval_s <= 3600:
+            raise ValueError("serving_status_interval_s must be in [1, 3600]")
+        if self.on_pause not in ("idle", "serve"):
+            raise ValueError(f"on_pause must be idle or serve: {self.on_pause!r}")
 
 
 BOARDS_DIR = Path(__file__).resolve().parent / "firmware_configs"

@@ -12,8 +12,10 @@ import numpy as np
 
 from edge_rl.specs import EnvSpec
 
-ActorState = Literal["starting", "running", "paused", "stopped", "offline"]
-RunState = Literal["running", "paused", "stopped"]
+ActorState = Literal["starting", "running", "paused", "serving", "stopped", "offline"]
+# The learner's control (docs/protocol.md §5.4): train, hold (the learner is away), serve the
+# run's result, or the run is over (an operator ended it).
+RunState = Literal["running", "paused", "serving", "stopped"]
 
 # Runtime breakdown of an actor (docs/protocol.md §5.1): seconds since ActorNode.run began.
 # The control loop's buckets partition its wall time, so they add up to "wall"; the policy
@@ -130,6 +132,7 @@ class ActorStatus:
 class ControlMessage:
     """The run's state, from the learner to every actor (retained): one small message
     whatever the fleet's size. Credit goes to each actor on its own topic (CreditGrant).
+    ``serving`` and ``stopped`` are final for a run start: no other state follows them.
 
     ``run_id`` names this start of the run (RunIdentity): an actor takes part in the run
     start of the newest control message, and drops what it held of an earlier one.

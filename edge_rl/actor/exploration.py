@@ -35,6 +35,16 @@ def gaussian(
     return np.clip(noisy, low, high).reshape(spec.action_shape)
 
 
+def greedy(out: np.ndarray, spec: EnvSpec) -> np.ndarray:
+    """The model's own choice, no exploration: argmax of the Q-values (the lowest index on
+    a tie), or the action clipped to the bounds in float32 (what a served board acts on)."""
+    if spec.discrete:
+        return np.int64(np.argmax(out))
+    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
+    a = np.asarray(out, np.float32).reshape(-1)
+    return np.clip(a, low, high).reshape(spec.action_shape)
+
+
 def explore(
     out: np.ndarray, exploration: dict[str, float], spec: EnvSpec, rng: np.random.Generator
 ) -> np.ndarray:

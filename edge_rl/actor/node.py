@@ -2,18 +2,22 @@
 
     node = ActorNode(board, ActorOptions(actor_id="pi-01", env="CartPole-v1", broker=url))
     # (or ActorNode(board, opts, connect=MemoryBroker().connect) in a unit test)
-    node.run()      # until the learner publishes control "stopped" (or max_env_steps)
+    node.run()      # until SIGTERM (node.stop()), a refused id, or max_env_steps
 
-    loop:  policy = slot.current            # swapped in between two env steps
+    train: policy = slot.current            # swapped in between two env steps
            action = act(policy, obs)        # LiteRT invoke + on-device exploration
            obs' = env.step(action)
            batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
+    serve: action = greedy(policy(obs)); obs' = env.step(action)   # nothing sent
 
 Control (``run_control``): the actor joins the run start the learner's retained
-control names, and steps only while it says ``running`` and its env-step count is below the
-credit granted to this process (flow control; waiting, it ships what it has batched so the
-learner can grant more). A ``stopped`` of its run flushes everything, publishes a final
-status and returns; one of another run start (an earlier run's leftover) is ignored.
+control names, and trains (``_loop``) only while it says ``running`` and its env-step count
+is below the credit granted to this process (flow control; waiting, it ships what it has
+batched so the learner can grant more). ``serving`` (the run is done), or ``paused`` on a
+board whose ``on_pause`` is ``serve``, switches to ``_serve``: the policy held, greedily,
+no transitions, a status every ``serving_status_interval_s``. ``stopped`` of its run idles
+until a new run start. The process never ends on a control message: a flashed board
+serves one run's result and joins the next without a restart.
 
 Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
 since ``run()`` into env_step / inference / exploration / publish / emulation (simulated
@@ -34,9 +38,10 @@ import numpy as np
 
 from edge_rl.actor.batching import Batcher, Spool
 from edge_rl.actor.emulation import Throttle
-from edge_rl.actor.exploration import explore, random_action
-from edge_rl.actor.policy_slot import PolicySlot
+from edge_rl.actor.exploration import explore, greedy, random_action
+from edge_rl.actor.policy_slot import LoadedPolicy, PolicySlot
 from edge_rl.actor.run_control import RunControl
+from edge_rl.actor.serving import ServedReturns
 from edge_rl.boards import BoardConfig
 from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
@@ -60,7 +65,7 @@ class ActorOptions:
     root: str = DEFAULT_ROOT
     run: str = DEFAULT_RUN
     seed: int | None = None
-    max_env_steps: int | None = None  # stop by itself after this many steps (tests)
+    max_env_steps: int | None = None  # stop by itself after this many training steps (tests)
     policy_key: str | None = None  # learner's public key (PEM); default: the board file's
     emulate: bool = False  # apply the board file's emulation: a simulated board (the fleet) only
 
@@ -98,7 +103,9 @@ class ActorNode:
         )
         self.spool = Spool(board.spool_limit_bytes)
         self.throttle = Throttle(board.emulation.compute_slowdown if opts.emulate else 1.0)
-        self.rc = RunControl(opts.actor_id, self.session)  # run start, state and credit
+        # run start, state and credit
+        self.rc = RunControl(opts.actor_id, self.session, serve_paused=board.on_pause == "serve")
+        self.served = ServedReturns()  # the version served and its greedy returns
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
         self.transitions_oversize = 0
         self.steps_per_s = 0.0
@@ -129,7 +136,7 @@ class ActorNode:
             self.rc.on_credit(payload)
 
     def stop(self) -> None:
-        """SIGTERM: stop as on the learner's "stopped" (flush, final status)."""
+        """SIGTERM: the process ends (flush, final status ``stopped``)."""
         self.rc.stop()
 
     def _join(self, run_id: str) -> None:
@@ -157,9 +164,20 @@ class ActorNode:
                 log.warning("no broker at %s yet; still trying", self.opts.broker)
                 break
         try:
-            self._loop()
+            self._phases()
         finally:
             self._shutdown()
+
+    def _phases(self) -> None:
+        """Train or serve, as the run's control says, until the process ends."""
+        while not self.rc.done:
+            if self.rc.serves():
+                self._serve()
+                continue
+            self._loop()  # until the control says serve, or the process ends
+            limit = self.opts.max_env_steps
+            if limit is not None and self.env_steps >= limit:
+                return
 
     def _loop(self) -> None:
         lap = self.clock.lap  # each lap charges the time since the previous one
@@ -167,7 +185,7 @@ class ActorNode:
         obs, _ = self.env.reset(seed=self.opts.seed)
         lap("env_step")
         ep_return, next_status, rate_t, rate_steps = 0.0, 0.0, time.monotonic(), 0
-        while not self.rc.done:
+        while not self.rc.done and not self.rc.serves():
             if (run_id := self.rc.take_join()) is not None:
                 self._join(run_id)
                 next_status = 0.0  # say so at once: the learner ignores other run starts
@@ -216,6 +234,52 @@ class ActorNode:
                 obs = next_obs
             if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
                 break
+
+    # --- serving ----------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """Act greedily with the policy held, send no transitions, and report the version
+        served and its return every ``serving_status_interval_s``, while the control says
+        so. Steps taken here are not the run's: ``env_steps`` (the credit's count) stays."""
+        lap = self.clock.lap
+        lap("idle")
+        self._ship(self.batcher.take())  # what training batched: the learner's, if it is there
+        lap("publish")
+        next_status, obs = 0.0, None
+        while self.rc.serves():
+            now = time.monotonic()
+            if now >= next_status:
+                self._publish_status(self._state())
+                next_status = now + self.board.serving_status_interval_s
+            policy = self.slot.current  # the swap point, as in training
+            if policy is None:  # nothing to serve yet (its policy is on the way)
+                time.sleep(0.05)
+                lap("idle")
+                continue
+            if obs is None or policy.manifest.policy_version != self.served.version:
+                self.served.begin(policy.manifest.policy_version)  # its episodes only
+                obs, _ = self.env.reset()
+                lap("env_step")
+            obs = self._serve_step(policy, obs)
+
+    def _serve_step(self, policy: LoadedPolicy, obs: np.ndarray) -> np.ndarray:
+        lap = self.clock.lap
+        lap("idle")  # status and loop bookkeeping
+        out = policy.runner(obs)
+        compute = lap("inference")
+        action = greedy(out, self.spec)
+        compute += lap("exploration")
+        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        compute += lap("env_step")
+        if self.throttle.factor:
+            self.throttle.charge(compute)  # a slower board's inference + env step
+            lap("emulation")
+        ended = bool(terminated or truncated)
+        self.served.step(float(reward), ended)
+        if ended:
+            next_obs, _ = self.env.reset()
+            lap("env_step")
+        return next_obs
 
     def _state(self) -> ActorState:
         return self.rc.status_state(self.env_steps)
@@ -285,12 +349,18 @@ class ActorNode:
             transitions_oversize=self.transitions_oversize,
             transitions_dropped=self.spool.dropped_transitions,
             env_steps_per_s=round(self.steps_per_s, 1),
-            recent_return=float(np.mean(self._returns)) if self._returns else None,
+            recent_return=self._recent_return(state),
             time_unix=time.time(),
             breakdown=self._breakdown(),
             run_id=self.rc.run_id or "",
             session=self.session,
         )
+
+    def _recent_return(self, state: ActorState) -> float | None:
+        """Serving: the greedy return of the version served; else the training return."""
+        if state == "serving":
+            return self.served.recent_return
+        return float(np.mean(self._returns)) if self._returns else None
 
     def _breakdown(self) -> dict[str, float]:
         """The loop's buckets (adding up to ``wall``) and the policy slot thread's work;

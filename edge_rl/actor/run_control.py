@@ -1,17 +1,28 @@
 """An actor's side of the learner's control and credit messages (docs/protocol.md §5).
 
-    rc = RunControl(actor_id, session)
+    rc = RunControl(actor_id, session, serve_paused=False)
     rc.on_control(payload)           # network thread: <base>/control
     rc.on_credit(payload)            # network thread: <base>/actors/<id>/credit
     run_id = rc.take_join()          # loop thread, between steps: a new run start to join
-    rc.may_step(env_steps)           # "running" and below this process's credit
-    rc.state                         # waiting | running | paused | stopped | refused
+    rc.may_step(env_steps)           # train: "running" and below this process's credit
+    rc.serves()                      # act greedily with the policy held, send nothing
+    rc.state                         # waiting | running | paused | serving | stopped | refused
+    rc.stop()                        # SIGTERM: the process ends (``done``)
 
 The newest control message names the run start (``run_id``) the actor takes part in. A
-control of another run start that says ``running`` or ``paused`` is joined: the loop
-drops what it held of the old one and counts from zero again (``take_join``). A
+control of another run start that says ``running``, ``paused`` or ``serving`` is joined:
+the loop drops what it held of the old one and counts from zero again (``take_join``). A
 ``stopped`` of another run start is the end of a run this process is not in (or an
-earlier run's leftover, retained): ignored. A ``stopped`` of its own run is final.
+earlier run's leftover, retained): ignored.
+
+Of its own run start: ``running`` trains; ``paused`` (the learner is away: interrupted, or
+its last will) holds the last good policy, serving it greedily if ``serve_paused`` (the
+board file's ``on_pause: serve``), else idle, and voids the credit not used (the learner
+that comes back grants anew); ``serving`` (the run is done) serves the deployed policy;
+``stopped`` (an operator ended the run) idles until a new run start. Both ``serving`` and
+``stopped`` are final for their run start: a later control of it is ignored (after
+``serving``, all but ``stopped``). Only SIGTERM (``stop``) or a refusal
+ends the process.
 
 Credit is per process: a grant applies when its ``run_id`` is the current run start and
 its ``session`` is this process's. A grant for a run start not joined yet is kept until
@@ -33,13 +44,15 @@ log = logging.getLogger(__name__)
 
 
 class RunControl:
-    def __init__(self, actor_id: str, session: int) -> None:
+    def __init__(self, actor_id: str, session: int, *, serve_paused: bool = False) -> None:
         self.actor_id = actor_id
         self.session = session
+        self.serve_paused = serve_paused  # paused: serve the policy held (else idle)
         self.run_id: str | None = None  # the run start this process takes part in
         self.state = "waiting"  # until a control message of a run start says otherwise
         self.credit = 0  # env steps since the join this process may have taken in all
         self.rejected = 0  # control and credit payloads that failed to decode
+        self.exiting = False  # SIGTERM: the loop ends, the process exits
         self._join: ControlMessage | None = None  # a newer run start, for the loop
         self._grant: CreditGrant | None = None  # the newest grant of a run start not joined
         self._lock = threading.Lock()
@@ -51,13 +64,22 @@ class RunControl:
         if msg is None:
             return
         with self._lock:
-            if self.state in ("stopped", "refused"):
-                return  # final: a redelivered "running" must not restart a stopping actor
+            if self.done:
+                return  # a redelivered control must not restart a stopping actor
             if msg.run_id != self.run_id:
-                if msg.state != "stopped":
-                    self._join = msg  # the loop joins it between two steps
-                return
-            self.state = msg.state
+                self._other_run(msg)
+            elif self.state == "stopped" or (self.state == "serving" and msg.state != "stopped"):
+                return  # both are final for a run start (a late will must not idle a served run)
+            else:
+                if msg.state == "paused" and self.state != "paused":
+                    self.credit = 0  # the learner that comes back grants anew
+                self.state = msg.state
+
+    def _other_run(self, msg: ControlMessage) -> None:  # holds _lock
+        if msg.state != "stopped":
+            self._join = msg  # the loop joins it between two steps
+        elif self._join is not None and self._join.run_id == msg.run_id:
+            self._join = None  # that run start ended before the loop joined it
 
     def on_credit(self, payload: bytes) -> None:
         grant = self._decode(decode_credit, payload, "credit")
@@ -100,7 +122,7 @@ class RunControl:
         """The run start to join now, if a control message named a new one."""
         with self._lock:
             msg, self._join = self._join, None
-            if msg is None or self.state in ("stopped", "refused"):
+            if msg is None or self.done:
                 return None
             self.run_id = msg.run_id
             self.state = msg.state
@@ -111,14 +133,19 @@ class RunControl:
             return msg.run_id
 
     def stop(self) -> None:
-        """SIGTERM, or a test: stop as on the learner's "stopped"."""
-        with self._lock:
-            if self.state != "refused":
-                self.state = "stopped"
+        """SIGTERM, or a test: the loop ends and the process exits."""
+        self.exiting = True
 
     @property
     def done(self) -> bool:
-        return self.state in ("stopped", "refused")
+        return self.exiting or self.state == "refused"
+
+    def serves(self) -> bool:
+        """Act greedily with the policy held and send nothing: the run is served (or
+        paused, on a board that serves while paused), and no new run start waits."""
+        if self._join is not None or self.done:
+            return False
+        return self.state == "serving" or (self.state == "paused" and self.serve_paused)
 
     def may_step(self, env_steps: int) -> bool:
         return self.state == "running" and env_steps < self.credit
@@ -126,6 +153,8 @@ class RunControl:
     def status_state(self, env_steps: int) -> ActorState:
         if self.state == "waiting":
             return "starting"  # no control message of a run start yet
-        if self.state in ("stopped", "refused"):
+        if self.done or self.state == "stopped":
             return "stopped"
+        if self.serves():
+            return "serving"
         return "running" if self.may_step(env_steps) else "paused"

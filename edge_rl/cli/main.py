@@ -1,7 +1,7 @@
 """``edge-rl``: the command group. Each command is a module of this package:
 
-learn (and --resume) | fleet | credentials | flash | retire | keygen | eval | report on the
-learner host; actor | doctor on a board.
+learn (and --resume) | stop | fleet | credentials | flash | retire | keygen | eval | report
+on the learner host; actor | doctor on a board.
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -22,6 +22,7 @@ from edge_rl.cli.keygen import keygen
 from edge_rl.cli.learn import learn
 from edge_rl.cli.report import report
 from edge_rl.cli.retire import retire
+from edge_rl.cli.stop import stop
 
 
 @click.group()
@@ -33,6 +34,7 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 main.add_command(learn)
+main.add_command(stop)
 main.add_command(actor)
 main.add_command(doctor)
 main.add_command(fleet)

@@ -3,10 +3,12 @@
     fleet = FleetControl(cfg, topics, publish, ingest.received, rid, ingest.lost)
     fleet.on_status(topic, payload)     # transport thread: checked, then recorded
     fleet.send("running", updates=n)    # main thread, ~every 50 ms: new credit, if any
-    fleet.send("stopped")               # final for this run
+    fleet.send("paused", reason=why)    # the learner goes away: boards hold and wait
+    fleet.send("serving")               # the run is done: boards serve its result (final)
     fleet.republish()                   # after a reconnect: the broker may have lost it
     fleet.clear()                       # at the end: the grants are no one's any more
     fleet.actors()                      # {actor_id: ActorStatus}, a copy
+    control_will(topics, run_id)        # the learner's last will: "paused" if it vanishes
 
 The control message (run state and run id) and each actor's credit grant, on its own
 topic, are retained: an actor that (re)connects reads both at once. Credit
@@ -41,6 +43,14 @@ from edge_rl.wire.topics import Topics
 log = logging.getLogger(__name__)
 
 Publish = Callable[..., bool]  # Transport.publish
+FINAL: tuple[RunState, ...] = ("serving", "stopped")  # no other state follows either
+
+
+def control_will(topics: Topics, run_id: str) -> tuple[str, bytes]:
+    """The learner's last will (retained): a learner that vanishes leaves its run paused,
+    so the boards hold their policy and wait for it to come back, as after SIGTERM."""
+    msg = ControlMessage("paused", run_id, "the learner is gone")
+    return topics.control, encode_control(msg)
 
 
 @dataclass(frozen=True)
@@ -148,33 +158,50 @@ class FleetControl:
         with self._lock:
             return dict(self._breakdowns)
 
-    def busy(self) -> list[str]:
-        """Actors that have not said they stopped (or gone offline)."""
+    def stepping(self) -> list[str]:
+        """Actors whose last status says they step (or are about to)."""
         with self._lock:
-            active = ("running", "paused", "starting")
-            return [a for a, s in self._actors.items() if s.state in active]
+            return [a for a, s in self._actors.items() if s.state in ("running", "starting")]
 
     def wait_for_actors(self, inbox_empty: Callable[[], bool], timeout: float) -> None:
-        """After "stopped": let running actors flush their last batches (bounded)."""
+        """Once no actor may step (paused, or out of credit at the budget): let them
+        flush their last batches and say so in a status (bounded)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (self.busy() or not inbox_empty()):
+        while time.monotonic() < deadline and (self.stepping() or not inbox_empty()):
             time.sleep(0.1)
         time.sleep(0.2)
         while not inbox_empty() and time.monotonic() < deadline + 5:
             time.sleep(0.05)
 
-    # --- control (main and ingest threads) ----------------------------------------------
+    def wait_for_state(self, state: str, timeout: float) -> bool:
+        """Until every actor online says ``state`` in its status (bounded): the summary
+        then shows the fleet as the control left it. True if they all did."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                online = [s for s in self._actors.values() if s.state not in ("offline", "stopped")]
+            if all(s.state == state for s in online):
+                return True
+            time.sleep(0.1)
+        return False
 
-    def send(self, state: RunState, updates: int = 0, force: bool = False) -> None:
+    # --- control (main thread) ----------------------------------------------------------
+
+    def send(self, state: RunState, updates: int = 0, *, reason: str = "") -> None:
+        """Publish the control message when it changes; with ``running``, new credit. After
+        ``serving`` or ``stopped`` nothing else is sent: both are final for a run start."""
         with self._lock:
-            if self.state == "stopped" and state != "stopped":
-                return  # stopping is final for this run
-            msg = ControlMessage(state, self.run_id)
-            if msg != self._last or force:
+            if self.state in FINAL and state != self.state:
+                return
+            msg = ControlMessage(state, self.run_id, reason)
+            if msg != self._last:
                 self.state = state
                 self._last = msg
-                # Under the lock: a "running" must never overtake the "stopped" sent after it.
-                self._publish(self.topics.control, encode_control(msg), retain=True)
+                # Under the lock: a "running" must never overtake the "paused" sent after it.
+                # A final state waits for the broker's acknowledgement (bounded): the learner
+                # leaves soon after, and its boards must have it retained.
+                wait = 5.0 if state in FINAL else 0.0
+                self._publish(self.topics.control, encode_control(msg), retain=True, wait=wait)
             if state == "running":
                 self._grant(updates)
 
@@ -186,8 +213,9 @@ class FleetControl:
                 self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
 
     def clear(self) -> None:
-        """At the end of the run: its grants stop being retained (an empty retained
-        payload clears one); the final control message stays, saying ``stopped``."""
+        """When the learner leaves: its grants stop being retained (an empty retained
+        payload clears one), so that a board that reconnects meanwhile takes no stale
+        credit; the control message stays (``serving``, or ``paused`` for a resume)."""
         with self._lock:
             for actor in self._grants:
                 self._publish(self.topics.credit(actor), b"", retain=True)

@@ -3,6 +3,11 @@
     node = LearnerNode(cfg, mqtt_connect(url), run_dir)   # or MemoryBroker().connect
     summary = node.run()          # until total_env_steps transitions have been received
 
+The run ends with its fleet serving the result: the deployed (best) policy stays retained
+and signed on the policy topic (and in RUN_DIR/policy.bundle), and the control says
+``serving``. A stop request (SIGTERM, Ctrl-C) or a learner that vanishes (its last will)
+leaves the run ``paused``: the boards hold their policy and wait for ``--resume``.
+
 threads:  transport --(Inbox: bounded queue)--> ingest: decode, validate, dedup, replay.add
           main: update at the replay ratio; every K updates an export (exporter.py);
                 env-step credit for the fleet (fleet_control.py); progress and metrics
@@ -26,7 +31,7 @@ from edge_rl.agents.algo import make_algo
 from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, saved_run_id
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet_control import FleetControl, control_will
 from edge_rl.learner.inbox import Inbox
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.metrics import METRICS, Meter
@@ -88,6 +93,7 @@ class LearnerNode:
             subscriptions=subscriptions,
             on_message=self._on_message,
             on_connect=self._on_connect,
+            will=control_will(topics, self.run_id),
             max_packet_size=cfg.transport.max_packet_bytes,
         )
         publish = self.transport.publish
@@ -96,9 +102,8 @@ class LearnerNode:
         rid, latest = self.run_id, lambda: self.broadcast.version
         self.ingest = Ingest.for_run(cfg, self.spec, self.replay, latest, rid)
         ingest_lost = self.ingest.lost  # what the learner itself lost: written off at once
-        self.inbox = Inbox(
-            self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"], self._check_budget
-        )
+        # Credit stops the fleet at the budget: no step is granted past it.
+        self.inbox = Inbox(self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"])
         # replay -> updates -> export -> policy topic -> actors
         self.algo = make_algo(cfg, self.spec)
         self.trainer = Trainer(self.algo, self.replay, cfg, lambda: self.env_steps, self.clocks)
@@ -167,10 +172,6 @@ class LearnerNode:
         self.broadcast.republish()
         self.fleet.republish()
 
-    def _check_budget(self) -> None:  # ingest thread, after each accepted batch
-        if self.env_steps >= self.cfg.total_env_steps and self.fleet.state != "stopped":
-            self.fleet.send("stopped")  # at once, next to the data
-
     # --- main thread ----------------------------------------------------------------
 
     @property
@@ -206,12 +207,12 @@ class LearnerNode:
                 self.fleet.send("running", self.algo.updates)  # new credit, if any
                 self.exporter.maybe_export(self.algo.compression())
                 self.meter.tick(metrics)
-                if self.fleet.state != "stopped" and not self._fleet_alive():
+                if not self._fleet_alive():
                     raise RuntimeError("every fleet actor process has exited; see fleet logs")
                 self.durable.maybe_save()
             self.stop.armed = False
-            if self.stop.is_set():  # SIGTERM/SIGINT: stop the fleet, checkpoint, summary
-                self.fleet.send("stopped")
+            if self.stop.is_set():  # SIGTERM/SIGINT: pause the fleet, checkpoint, summary
+                self.fleet.send("paused", reason="the learner was interrupted")
                 self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # their last batches
                 self.durable.save()
             else:
@@ -219,28 +220,30 @@ class LearnerNode:
         finally:
             self.stop.armed = False
             self.exporter.shutdown()
-            self.fleet.send("stopped")  # (no-op when already stopped)
+            # An error: the boards hold and wait, as for a stop (no-op once serving).
+            self.fleet.send("paused", reason="the learner stopped")
             self.inbox.stop(timeout=10)
             metrics.close()
         summary = write_summary(self.run_dir, self._record(evaluate=not self.stop.is_set()))
-        # this process is done: nothing to load
-        self.broadcast.clear()
+        # The retained policy stays: the deployed one to serve, or the one to hold.
         self.fleet.clear()
         self.transport.stop()
         return summary
 
     def _finish(self, metrics: MetricsLog) -> None:
-        """The budget is in: stop the fleet, pay the replay ratio in full, last export."""
+        """The budget is in (credit stops the fleet there): pay the replay ratio in full,
+        last export, deploy the best policy, then the fleet serves it."""
         lap = self.clocks["main"].lap
-        self.fleet.send("stopped")  # (the ingest thread usually did already)
         lap("other")
         self.fleet.wait_for_actors(self.inbox.empty, timeout=15)
         lap("idle")
         self.trainer.pay_in_full()
         self.exporter.export(self.algo.compression(), wait=True)
-        self.exporter.deploy_best()
+        self.exporter.deploy_best()  # published, signed and retained: what the fleet serves
         self.meter.tick(metrics, force=True)
         self.durable.save(finished=True)
+        self.fleet.send("serving")  # after the save: a finished run is never resumed
+        self.fleet.wait_for_state("serving", timeout=5)  # each board says so at once
 
     def _record(self, evaluate: bool) -> RunRecord:
         """The run at its end, from each part's own figures; with ``evaluate``, the

@@ -10,6 +10,7 @@ What a learner run leaves (README.md's run-directory table says what each holds)
     metrics.csv, tb/  one row per second; TensorBoard scalars
     publishes.jsonl   one line per policy published
     policy.tflite     the last published model, and its manifest.json
+    policy.bundle     that policy as published: signed, what any board verifies offline
     summary.json      the run's summary; an interrupted one resumed: summary.N.json
     breakdown.csv     the runtime breakdown, long format
     checkpoint/       the last checkpoint (checkpoint.old/, checkpoint.tmp/ while written)
@@ -62,6 +63,12 @@ class RunDir:
     @property
     def manifest(self) -> Path:
         return self.path / "manifest.json"
+
+    @property
+    def bundle(self) -> Path:
+        """The last published policy bundle as sent (``ERLP``, signed): at the end of a run,
+        the deployed policy, which a board verifies with the run's public key."""
+        return self.path / "policy.bundle"
 
     @property
     def summary(self) -> Path:

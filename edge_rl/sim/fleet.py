@@ -139,16 +139,16 @@ class Fleet:
         return not self.alive()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Let actors finish (they stop on the learner's "stopped"), then terminate, then kill."""
+        """SIGTERM to each actor (it flushes, says ``stopped`` and exits: no control message
+        ends an actor), then SIGKILL to any left after ``timeout``."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
         if not self.wait(timeout):
             for p in self.procs:
                 if p.poll() is None:
-                    p.terminate()
-            if not self.wait(5.0):
-                for p in self.procs:
-                    if p.poll() is None:
-                        p.kill()
-                self.wait(5.0)
+                    p.kill()
+            self.wait(5.0)
         for f in self._logs:
             f.close()
 

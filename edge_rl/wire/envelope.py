@@ -1,10 +1,10 @@
-"""Protocol v3 envelope: the framing every payload shares (docs/protocol.md), and the one
+"""Protocol v4 envelope: the framing every payload shares (docs/protocol.md), and the one
 error type.
 
     offset  size  field
     0       4     magic: b"ERLP" policy, b"ERLT" transitions, b"ERLS" status, b"ERLC" control,
                   b"ERLG" credit grant
-    4       2     schema version, uint16 little-endian (3)
+    4       2     schema version, uint16 little-endian (4)
     6       4     header length H, uint32 little-endian
     10      H     header: UTF-8 JSON object
     10+H    ...   body: raw bytes (transitions: arrays back to back)
@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 3  # 2: signed policy bundles; 3: run ids, per-actor credit (protocol.md §8)
+SCHEMA_VERSION = 4  # 2: signed bundles; 3: run ids, credit per actor; 4: serving (§8)
 MAGIC_POLICY, MAGIC_TRANSITIONS = b"ERLP", b"ERLT"
 MAGIC_STATUS, MAGIC_CONTROL, MAGIC_CREDIT = b"ERLS", b"ERLC", b"ERLG"
 _PREFIX = struct.Struct("<4sHI")  # magic, version, header length

@@ -1,4 +1,4 @@
-"""Protocol v3 status, control and credit payloads (docs/protocol.md §5): small JSON
+"""Protocol v4 status, control and credit payloads (docs/protocol.md §5): small JSON
 headers with an empty body.
 """
 
@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Any
 
-from edge_rl.types import BREAKDOWN_KEYS, ActorStatus, ControlMessage, CreditGrant
+from edge_rl.types import (
+    BREAKDOWN_KEYS,
+    ActorState,
+    ActorStatus,
+    ControlMessage,
+    CreditGrant,
+    RunState,
+)
 from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_CREDIT, MAGIC_STATUS, CodecError
 from edge_rl.wire.envelope import pack as _pack
 from edge_rl.wire.envelope import unpack as _unpack
@@ -24,12 +32,13 @@ def encode_status(status: ActorStatus) -> bytes:
 
 
 def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
-    """Drop fields this build does not know: a newer peer may add fields within v3."""
+    """Drop fields this build does not know: a newer peer may add fields within v4."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in header.items() if k in names}
 
 
-_ACTOR_STATES = ("starting", "running", "paused", "stopped", "offline")
+_ACTOR_STATES = typing.get_args(ActorState)
+_RUN_STATES = typing.get_args(RunState)
 _STATUS_TEXT = ("actor_id", "board", "runtime", "run_id")  # strings of at most 128 characters
 _STATUS_COUNTS = (  # integers in [0, 2^53)
     "policy_version",
@@ -102,7 +111,7 @@ def encode_control(msg: ControlMessage) -> bytes:
 
 def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
     header, _ = _unpack(data, MAGIC_CONTROL, max_bytes)
-    if header.get("state") not in ("running", "paused", "stopped"):
+    if header.get("state") not in _RUN_STATES:
         raise CodecError("bad_header", f"control state {header.get('state')!r}")
     if not isinstance(header.get("reason", ""), str):  # null is not a string (§5)
         raise CodecError("bad_header", "control reason must be a string")

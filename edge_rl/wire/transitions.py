@@ -1,4 +1,4 @@
-"""Protocol v3 transition batches (``ERLT``, docs/protocol.md §3.1): a ``TransitionBatch``
+"""Protocol v4 transition batches (``ERLT``, docs/protocol.md §3.1): a ``TransitionBatch``
 to bytes and back, checked against the run's ``EnvSpec`` on the way in.
 
 The envelope, and ``CodecError``, are in ``envelope``; status, control and credit payloads

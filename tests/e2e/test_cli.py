@@ -132,12 +132,12 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
         else:
             os.killpg(proc.pid, sig)  # the group: the learner and whatever shares it
         _, err = proc.communicate(timeout=90)
-        # Interrupted, not failed: a checkpoint, then the fleet stopped, then summary.json.
+        # Interrupted, not failed: a checkpoint, then the fleet paused, then summary.json.
         assert proc.returncode == 128 + sig, err[-3000:]
         summary = json.loads((run / "summary.json").read_text())
         assert summary["interrupted"] is True and summary["final_eval_return"] is None
         states = {a["state"] for a in summary["actors"].values()}
-        assert states == {"stopped"}, summary["actors"]  # told by the learner, not killed
+        assert states == {"paused"}, summary["actors"]  # told by the learner, not killed
         header = json.loads((run / "checkpoint" / "header.json").read_text())
         assert header["env_steps"] == summary["env_steps"] > 0 and not header["finished"]
         assert "--resume" in err

@@ -98,4 +98,4 @@ def test_a_batch_from_an_unknown_actor_id_and_an_actor_frozen_by_sigstop(
     # nothing was duplicated.
     assert any("SIGCONT" in e for e in row.events)
     assert row.lost == 0 and row.duplicated == 0
-    assert row.summary["actors"]["sim-01"]["state"] == "stopped"  # it finished with the rest
+    assert row.summary["actors"]["sim-01"]["state"] == "serving"  # it finished with the rest

@@ -158,7 +158,7 @@ def test_boards_that_keep_running_see_the_learner_come_back(
 ):
     """Actors of their own (`edge-rl fleet`, as real boards) on an external Mosquitto: the
     learner is killed with kill -9 and resumed; the same actor processes go on, take the
-    resumed learner's policies (new versions) and stop at its budget."""
+    resumed learner's policies (new versions) and serve its result after its budget."""
     run, url = tmp_path / "run", fresh_mosquitto.url
     flags = [x for x in SHORT if x not in ("--fleet", "2", "--board", "rpi5")]
     argv = [
@@ -228,10 +228,12 @@ def test_boards_that_keep_running_see_the_learner_come_back(
         after = _versions(run)
         assert after[: len(versions)] == versions and len(after) > len(versions)
         assert all(b > a for a, b in zip(after, after[1:], strict=False)), after
-        assert fleet.wait(timeout=60) == 0  # stopped by the resumed learner's "stopped"
+        assert fleet.poll() is None  # serving the result: no control message ends a board
+        os.kill(fleet.pid, signal.SIGINT)  # Ctrl-C: each actor exits cleanly
+        assert fleet.wait(timeout=60) == 0
         actors = summary["actors"]
         assert set(actors) == {"sim-00", "sim-01"}
-        assert all(a["state"] == "stopped" for a in actors.values()), actors
+        assert all(a["state"] == "serving" for a in actors.values()), actors
         # They ran the resumed learner's policies: versions past the killed learner's last.
         assert all(a["policy_version"] > versions[-1] for a in actors.values()), actors
     finally:

@@ -141,7 +141,7 @@ def split(data: bytes) -> tuple[bytes, dict, bytes]:
     return magic, json.loads(data[10 : 10 + hlen]), data[10 + hlen :]
 
 
-def frame(magic: bytes, header_text: bytes, rest: bytes = b"", version: int = 3) -> bytes:
+def frame(magic: bytes, header_text: bytes, rest: bytes = b"", version: int = 4) -> bytes:
     return PREFIX.pack(magic, version, len(header_text)) + header_text + rest
 
 
@@ -190,13 +190,13 @@ def _no_constant(name: str) -> Any:
 
 
 def prefix_violation(data: bytes, magic: bytes, max_bytes: int) -> str | None:
-    """§3's prefix: size, magic, version 3, a header length that fits."""
+    """§3's prefix: size, magic, version 4, a header length that fits."""
     if len(data) > max_bytes:
         return "too large"
     if len(data) < 10:
         return "shorter than the prefix"
     got, version, hlen = PREFIX.unpack_from(data)
-    if got != magic or version != 3:
+    if got != magic or version != 4:
         return f"magic {got!r} version {version}"
     if hlen > 65536 or 10 + hlen > len(data):
         return "header length"
@@ -575,7 +575,7 @@ def sha256(data: bytes) -> str:
 
 # --- status and control (§5) ------------------------------------------------------------------
 
-STATES = ("starting", "running", "paused", "stopped", "offline")
+STATES = ("starting", "running", "paused", "serving", "stopped", "offline")
 _COUNTERS = (
     "policy_version env_steps episodes transitions_sent batches_sent batches_dropped "
     "policies_rejected control_rejected transitions_oversize transitions_dropped session".split()
@@ -615,7 +615,7 @@ def control_violation(data: bytes, max_bytes: int = 65536) -> str | None:
     h, why = strict_header(data, b"ERLC", max_bytes)
     if h is None:
         return why
-    if h.get("state") not in ("running", "paused", "stopped"):
+    if h.get("state") not in ("running", "paused", "serving", "stopped"):
         return "state"
     if not is_run_id(h.get("run_id")):
         return "run_id"

@@ -16,9 +16,15 @@ import typing
 import pytest
 
 from edge_rl.boards import BoardConfig
-from edge_rl.types import ActorState, ActorStatus
-from edge_rl.wire.envelope import MAGIC_STATUS, MAGIC_TRANSITIONS, SCHEMA_VERSION, CodecError
-from edge_rl.wire.messages import decode_status
+from edge_rl.types import ActorState, ActorStatus, RunState
+from edge_rl.wire.envelope import (
+    MAGIC_CONTROL,
+    MAGIC_STATUS,
+    MAGIC_TRANSITIONS,
+    SCHEMA_VERSION,
+    CodecError,
+)
+from edge_rl.wire.messages import decode_control, decode_status
 from tests.harness.paths import REPO
 
 DOC = (REPO / "docs" / "protocol.md").read_text()
@@ -214,3 +220,29 @@ def test_the_worked_example_s_prefix_is_what_the_encoder_writes():
     magic, version, h = struct.unpack("<4sHI", bytes.fromhex(m.group(1)))
     assert (magic, version) == (MAGIC_TRANSITIONS, SCHEMA_VERSION)
     assert f"ver={version}  H={h}" in DOC
+
+
+# --- the schema version and the control states ------------------------------------------------
+
+
+def test_every_place_that_names_the_schema_version_names_this_one():
+    """The title, §3's prefix table, §7's bad_version row and §8."""
+    assert DOC.startswith(f"# edge-rl wire protocol, v{SCHEMA_VERSION}\n")
+    prefix = {r["field"]: r for r in _table(_section("## 3. Envelope (every payload)"), "offset")}
+    assert prefix["schema version"]["encoding"].endswith(f"**{SCHEMA_VERSION}**")
+    reasons = {r["reason"]: r for r in _table(_section("## 7. Reject reasons"), "reason")}
+    assert reasons["`bad_version`"]["meaning"] == f"schema version ≠ {SCHEMA_VERSION}"
+    assert f"is **{SCHEMA_VERSION}**. A payload with any other version" in DOC
+    assert f"**v{SCHEMA_VERSION - 1} → v{SCHEMA_VERSION}**" in DOC
+
+
+def test_the_control_tables_list_every_run_state():
+    rows = _table(STATUS_SECTION[STATUS_SECTION.index("**Control**") :], "field")
+    states = {r["field"]: r for r in rows}["`state`"]["meaning"]
+    assert re.findall(r"`([a-z]+)`", states) == list(typing.get_args(RunState))
+    what = _table(STATUS_SECTION[STATUS_SECTION.index("**Control**") :], "state")
+    assert [_name(r["state"]) for r in what] == list(typing.get_args(RunState))
+    for state in typing.get_args(RunState):
+        header = json.dumps({"state": state, "run_id": "r"}).encode()
+        payload = struct.pack("<4sHI", MAGIC_CONTROL, SCHEMA_VERSION, len(header)) + header
+        assert decode_control(payload).state == state

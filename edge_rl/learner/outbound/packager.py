@@ -2,7 +2,7 @@
 
     packager = PolicyPackager(cfg, spec, replay, run_dir, signer, run_id)
     published = packager.export(algo, snapshot(net), version, step, exploration)
-    packager.save(published)      # policy.tflite and manifest.json in the run directory
+    packager.save(published)      # policy.tflite, manifest.json and policy.bundle
 
 A failing export is counted and not published: actors keep the previous policy. It
 packages and signs; PolicyBroadcast (broadcast.py) publishes.
@@ -161,9 +161,11 @@ class PolicyPackager:
         return dataclasses.replace(published, bundle=bundle, payload=payload)
 
     def save(self, published: Published) -> None:
-        """The run directory always holds the last published model and its manifest."""
+        """The run directory always holds the last published model, its manifest and its
+        signed bundle as sent."""
         write_bytes_atomic(self.run_dir.policy, published.model)
         write_json_atomic(self.run_dir.manifest, manifest_to_dict(published.bundle.manifest))
+        write_bytes_atomic(self.run_dir.bundle, published.payload)
 
     def count_failure(self) -> None:
         """An export that raised (a failed parity check is counted by ``export``)."""

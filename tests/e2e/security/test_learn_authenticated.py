@@ -138,8 +138,8 @@ def test_default_run_is_authenticated_and_completes(
     assert summary["transitions_received"] >= 1200
     assert set(summary["actors"]) == {"sim-00", "sim-01"}
     # Both ways through the ACL: the learner read their batches and statuses, and the actors
-    # read its control messages (credit, then "stopped": they stopped by themselves).
-    assert all(a["state"] == "stopped" for a in summary["actors"].values()), summary["actors"]
+    # read its control messages (credit, then "serving": they serve the deployed policy).
+    assert all(a["state"] == "serving" for a in summary["actors"].values()), summary["actors"]
     assert "Traceback" not in fleet_log.read_text()
     assert not password_file.parent.exists()  # the run's credentials are gone with its broker
     broker_log = (run / f"mosquitto-{port}.log").read_text()

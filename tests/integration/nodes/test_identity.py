@@ -47,10 +47,15 @@ def test_an_actor_joins_the_run_start_of_the_newest_control_and_ignores_old_stop
     assert rc.state == "running"
     rc.on_control(control("running", "newer"))  # a new learner: join it, credit from 0
     assert rc.take_join() == "newer" and rc.credit == 0 and not rc.may_step(0)
-    rc.on_control(control("stopped", "newer"))
-    assert rc.done and rc.status_state(0) == "stopped"
-    rc.on_control(control("running", "newest"))  # stopped is final for this process
-    assert rc.take_join() is None and rc.done
+    rc.on_control(control("stopped", "newer"))  # an operator ended it: idle, not gone
+    assert not rc.done and rc.status_state(0) == "stopped" and not rc.may_step(0)
+    rc.on_control(control("running", "newer"))  # stopped is final for this run start
+    assert rc.take_join() is None and rc.state == "stopped"
+    rc.on_control(control("running", "newest"))  # a new run start moves the board on
+    assert rc.take_join() == "newest" and rc.state == "running"
+    rc.stop()  # SIGTERM: only the process's own end is final for it
+    rc.on_control(control("running", "newest-still"))
+    assert rc.take_join() is None and rc.done and rc.status_state(0) == "stopped"
 
 
 def test_an_actor_refused_in_its_grant_stops():

@@ -136,15 +136,15 @@ def test_learner_and_two_actor_processes(
     node.algo.update = update_then_attack
     with fleet:
         summary = node.run()
-        assert fleet.wait(20), "actors did not exit after the learner's stop"
-    assert fleet.exit_codes() == [0, 0]
+        assert not fleet.wait(2), "actors exited on the learner's end: they should serve"
+    assert fleet.exit_codes() == [0, 0]  # SIGTERM as the fleet stops: a clean exit
 
     # Training happened and policies went out; each actor ran a published policy.
     assert summary["updates"] >= 0.25 * (summary["env_steps"] - 300) - 1
     assert summary["policy_version"] >= 2
     actors = summary["actors"]
     assert set(actors) == set(ACTORS)
-    assert all(a["state"] == "stopped" and a["policy_version"] >= 1 for a in actors.values())
+    assert all(a["state"] == "serving" and a["policy_version"] >= 1 for a in actors.values())
 
     # Exports during the run happen on the exporter thread; only the final one waits.
     assert export_threads[-1] == threading.main_thread().name

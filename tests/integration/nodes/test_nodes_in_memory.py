@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.agents.dqn.config import DQNConfig
@@ -103,7 +104,7 @@ def test_statuses_of_another_run_start_are_ignored_and_not_in_the_fleet():
     assert set(fleet.actors()) == {"new"}
 
 
-def test_fleet_control_grants_credit_to_known_actors_and_stopping_is_final():
+def test_fleet_control_grants_credit_to_known_actors_and_serving_is_final():
     cfg = run_config("fc2")
     topics = Topics(cfg.transport.root, cfg.run)
     publish = Recorder()
@@ -122,9 +123,10 @@ def test_fleet_control_grants_credit_to_known_actors_and_stopping_is_final():
     assert set(grants) == {"a0", "a1"} and sum(g.credit for g in grants.values()) == allowed
     assert (grants["a0"].session, grants["a1"].session) == (1, 2)  # each to its process
     assert {g.run_id for g in grants.values()} == {RID}
-    fleet.send("stopped")
-    fleet.send("running", updates=1_000)  # after stopped: ignored
-    assert [(c.state, c.run_id) for c in publish.controls()] == [("running", RID), ("stopped", RID)]
+    fleet.send("serving")
+    fleet.send("running", updates=1_000)  # after serving: ignored
+    fleet.send("paused")  # (the learner's exit path sends it: a no-op once served)
+    assert [(c.state, c.run_id) for c in publish.controls()] == [("running", RID), ("serving", RID)]
     before = list(publish.sent)
     fleet.republish()  # after a reconnect: the control message and every grant again
     assert sorted(publish.sent[len(before) :]) == sorted(
@@ -364,11 +366,13 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert actor.transitions_sent == summary["transitions_received"] == len(learner.replay)
     assert summary["batches_missing"] == 0 and summary["transitions_rejected"] == 0
     # Policies went out retained, for this run start; the actor ran one; publishes.jsonl
-    # has a line for each. At the end the learner cleared the retained policy.
+    # has a line for each. The learner cleared an earlier run's at the start, and leaves
+    # the deployed one retained at the end: the fleet serves it.
     policies = [p for t, p, retain in broker.published if t == topics.policy and retain]
-    assert policies[0] == b"" and policies[-1] == b"" and topics.policy not in broker.retained
-    policy = decode_policy(policies[-2], learner.signer.verifier(), len(policies[-2]))
+    assert policies[0] == b"" and broker.retained[topics.policy] == policies[-1]
+    policy = decode_policy(policies[-1], learner.signer.verifier(), len(policies[-1]))
     assert policy.manifest.policy_version == summary["policy_version"] >= 2
+    assert actor.slot.version == summary["policy_version"]  # the actor served it
     assert (policy.manifest.run, policy.manifest.run_id) == (cfg.run, summary["run_id"])
     assert summary["run_id"] == learner.run_id and len(learner.run_id) == 16
     assert summary["actors"]["a0"]["policy_version"] >= 1
@@ -376,9 +380,9 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert [json.loads(x)["policy_version"] for x in lines] == list(
         range(1, summary["policy_version"] + 1)
     )
-    # The replay ratio was paid in full, and the final control message says stopped.
+    # The replay ratio was paid in full, and the final control message says serving.
     assert summary["updates"] >= int(cfg.replay_ratio * (summary["env_steps"] - 200))
-    assert decode_control(broker.retained[topics.control]).state == "stopped"
+    assert decode_control(broker.retained[topics.control]).state == "serving"
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
 
@@ -400,8 +404,15 @@ def run_in_memory(tmp_path, cfg, before_run=None, resume: bool = False) -> tuple
         thread = threading.Thread(target=actor.run, name="actor", daemon=True)
         thread.start()
         summary = learner.run()
+        # Serving the result, or holding for a resume: no control message ends an actor.
+        told = "paused" if summary["interrupted"] else "serving"
+        deadline = time.monotonic() + WAIT_S
+        while actor.rc.state != told and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert actor.rc.state == told and thread.is_alive()
+        actor.stop()  # what its SIGTERM does
         thread.join(WAIT_S)
-        assert not thread.is_alive(), "the actor did not stop after the learner's stop"
+        assert not thread.is_alive(), "the actor did not stop on SIGTERM"
     finally:
         broker.close()
     return summary, actor, broker, learner
