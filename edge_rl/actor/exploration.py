@@ -43,3 +43,65 @@ def explore(
     if spec.discrete:
         return epsilon_greedy(out, exploration.get("epsilon", 0.0), rng)
     return gaussian(out, exploration.get("sigma", 0.0), spec, rng)
+
+
+class Explorer:
+    """The actor loop's exploration, drawn from the RNG once per block of steps.
+
+        explorer.plan(manifest.exploration, n)   # or plan(None, n) while there is no policy
+        for i in range(n):
+            action = explorer.act(out, i)          # ``out``: the model's output for step i
+
+    ``plan`` draws what the next ``n`` steps need in one call per kind of draw; ``act`` is
+    then a list lookup (and an ``argmax``, or ``clip(a + noise)``) per step. The actions
+    follow the distributions of ``epsilon_greedy``, ``gaussian`` and ``random_action``; only
+    the order in which the RNG's numbers are used differs. Without a policy every action
+    is uniform random, as ``random_action``.
+    """
+
+    def __init__(self, spec: EnvSpec, rng: np.random.Generator) -> None:
+        self.spec = spec
+        self.rng = rng
+        self.discrete = spec.discrete  # read on every step: a property of the spec
+        self.low = np.asarray(spec.action_low, np.float32)
+        self.high = np.asarray(spec.action_high, np.float32)
+        self.half_range = (self.high - self.low) / 2
+        # Discrete: the action of step i, or None where the greedy action is taken.
+        # Box with a policy: the noise to add to step i's action; without: the action.
+        self._plan: list = []
+        self._noisy = False
+
+    def plan(self, exploration: dict[str, float] | None, n: int) -> None:
+        """Draw the exploration of the next ``n`` steps (``None``: no policy, act randomly)."""
+        rng, spec = self.rng, self.spec
+        if self.discrete:
+            if exploration is None:
+                self._plan = list(rng.integers(spec.num_actions, size=n))
+                return
+            plan: list[np.int64 | None] = [None] * n
+            at = np.flatnonzero(rng.random(n) < exploration.get("epsilon", 0.0))
+            for i, a in zip(at.tolist(), rng.integers(spec.num_actions, size=len(at)), strict=True):
+                plan[i] = a
+            self._plan = plan
+            return
+        shape = (n, *spec.action_shape)
+        self._noisy = exploration is not None
+        if exploration is None:
+            self._plan = list(rng.uniform(self.low, self.high, shape).astype(np.float32))
+            return
+        sigma = exploration.get("sigma", 0.0)
+        noise = rng.normal(0.0, sigma, (n, self.low.size)).astype(np.float32)
+        self._plan = list(noise * self.half_range.reshape(-1))
+
+    def act(self, out: np.ndarray | None, i: int) -> np.ndarray:
+        """Step ``i``'s action from the model's output ``out`` (Q-values, or an action in
+        bounds), or from the plan alone (``out`` is None without a policy)."""
+        a = self._plan[i]
+        if self.discrete:
+            return out.argmax() if a is None else a
+        if not self._noisy:
+            return a
+        noisy = np.asarray(out, np.float32).reshape(-1) + a
+        return np.clip(noisy, self.low.reshape(-1), self.high.reshape(-1)).reshape(
+            self.spec.action_shape
+        )
