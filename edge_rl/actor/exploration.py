@@ -78,11 +78,7 @@ class Explorer:
             if exploration is None:
                 self._plan = list(rng.integers(spec.num_actions, size=n))
                 return
-            plan: list[np.int64 | None] = [None] * n
-            at = np.flatnonzero(rng.random(n) < exploration.get("epsilon", 0.0))
-            for i, a in zip(at.tolist(), rng.integers(spec.num_actions, size=len(at)), strict=True):
-                plan[i] = a
-            self._plan = plan
+            self._plan = self._epsilon_greedy(exploration.get("epsilon", 0.0), n)
             return
         shape = (n, *spec.action_shape)
         self._noisy = exploration is not None
@@ -92,6 +88,16 @@ class Explorer:
         sigma = exploration.get("sigma", 0.0)
         noise = rng.normal(0.0, sigma, (n, self.low.size)).astype(np.float32)
         self._plan = list(noise * self.half_range.reshape(-1))
+
+    def _epsilon_greedy(self, epsilon: float, n: int) -> list[np.int64 | None]:
+        """One uniform draw ``u`` per step: the step explores if ``u < epsilon``, and then
+        takes action ``floor(u / epsilon * num_actions)``, uniform given ``u < epsilon``."""
+        k = self.spec.num_actions
+        scale, top = k / max(epsilon, 1e-300), k - 1  # top: u / epsilon rounds up to 1
+        i64 = np.int64
+        return [
+            None if u >= epsilon else i64(min(u * scale, top)) for u in self.rng.random(n).tolist()
+        ]
 
     def act(self, out: np.ndarray | None, i: int) -> np.ndarray:
         """Step ``i``'s action from the model's output ``out`` (Q-values, or an action in

@@ -4,10 +4,20 @@
     # (or ActorNode(board, opts, connect=MemoryBroker().connect) in a unit test)
     node.run()      # until the learner publishes control "stopped" (or max_env_steps)
 
-    loop:  policy = slot.current            # swapped in between two env steps
-           action = act(policy, obs)        # LiteRT invoke + on-device exploration
-           obs' = env.step(action)
-           batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
+    loop:  control, status                  # read between two stints
+           stint: policy = slot.current     # swapped in between two stints
+                  explorer.plan(...)        # the stint's RNG draws, at once
+                  per step: out = policy.runner(obs)     # LiteRT invoke
+                            action = explorer.act(out, i)
+                            obs' = env.step(action)
+                            batcher.append(row)
+           batcher.take() -> spool -> MQTT  (by count or time; bounded while offline)
+
+A stint is up to one batch of steps: it ends when the batch is full, the credit or
+``max_env_steps`` is used up, or a status or the batch's flush is due. Everything that is
+not the step itself (control, status, the policy read, RNG draws, converting and encoding
+the batch, publishing) runs once per stint, so the loop runs close to the speed of a bare
+``env.step(argmax(invoke(obs)))`` loop (docs/benchmarks.md).
 
 Control (``run_control``): the actor joins the run start the learner's retained
 control names, and steps only while it says ``running`` and its env-step count is below the
@@ -17,7 +27,9 @@ status and returns; one of another run start (an earlier run's leftover) is igno
 
 Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
 since ``run()`` into env_step / inference / exploration / publish / emulation (simulated
-boards only) / idle, one lap after each piece; they add up to its ``wall``. The policy
+boards only) / idle; they add up to its ``wall``. A stint reads the clock around each
+step's inference, exploration and env step and charges them with one split lap; the
+rest of its time (appending rows, the step's bookkeeping) is publish. The policy
 slot's thread accounts policy_receive and model_load itself. Every status carries both.
 """
 
@@ -221,11 +233,13 @@ class ActorNode:
         lap("publish")
         self.explorer.plan(None if policy is None else policy.manifest.exploration, n)
         lap("exploration")
-        runner = _no_model if policy is None else policy.runner
+        # The bound __call__: calling the instance would look it up on every step.
+        runner = _no_model if policy is None else policy.runner.__call__
         act, step, append = self.explorer.act, self.env.step, self.batcher.append
         charge = self.throttle.charge if self.throttle.factor else None
         now = self.clock.now
-        obs, ep_return = self._obs, self._ep_return
+        obs = self._obs
+        ep_return = self._ep_return
         inference = exploration = env_step = emulation = 0.0
         stop_at = now() + seconds
         steps = 0
@@ -253,7 +267,8 @@ class ActorNode:
                 obs = next_obs
             if t3 >= stop_at:
                 break
-        self._obs, self._ep_return = obs, ep_return
+        self._obs = obs
+        self._ep_return = ep_return
         self.env_steps += steps
         self.clock.lap_split(
             {
