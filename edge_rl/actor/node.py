@@ -243,11 +243,11 @@ class ActorNode:
         inference = exploration = env_step = emulation = 0.0
         stop_at = now() + seconds
         steps = 0
-        while steps < n:
+        for i in range(n):
             t0 = now()
             out = runner(obs)
             t1 = now()
-            action = act(out, steps)
+            action = act(out, i)
             t2 = now()
             next_obs, reward, terminated, truncated, _ = step(action)
             t3 = now()
@@ -258,7 +258,7 @@ class ActorNode:
                 charge(t3 - t0)  # a slower board's inference + exploration + env step
                 emulation += now() - t3
             append((obs, action, reward, next_obs, terminated, truncated))
-            steps += 1
+            steps = i + 1
             ep_return += reward
             if terminated or truncated:
                 env_step += self._episode_end(float(ep_return))
