@@ -52,8 +52,8 @@ class Explorer:
         for i in range(n):
             action = explorer.act(out, i)          # ``out``: the model's output for step i
 
-    ``plan`` draws what the next ``n`` steps need in one call per kind of draw; ``act`` is
-    then a list lookup (and an ``argmax``, or ``clip(a + noise)``) per step. The actions
+    ``plan`` draws what the next ``n`` steps need with one call to the RNG; ``act`` is then
+    a list lookup (and an ``argmax``, or ``clip(a + noise)``) per step. The actions
     follow the distributions of ``epsilon_greedy``, ``gaussian`` and ``random_action``; only
     the order in which the RNG's numbers are used differs. Without a policy every action
     is uniform random, as ``random_action``.
@@ -63,8 +63,8 @@ class Explorer:
         self.spec = spec
         self.rng = rng
         self.discrete = spec.discrete  # read on every step: a property of the spec
-        self.low = np.asarray(spec.action_low, np.float32)
-        self.high = np.asarray(spec.action_high, np.float32)
+        self.low = np.asarray(spec.action_low, np.float32).reshape(-1)  # flat, as the
+        self.high = np.asarray(spec.action_high, np.float32).reshape(-1)  # model's output
         self.half_range = (self.high - self.low) / 2
         # Discrete: the action of step i, or None where the greedy action is taken.
         # Box with a policy: the noise to add to step i's action; without: the action.
@@ -80,14 +80,14 @@ class Explorer:
                 return
             self._plan = self._epsilon_greedy(exploration.get("epsilon", 0.0), n)
             return
-        shape = (n, *spec.action_shape)
         self._noisy = exploration is not None
         if exploration is None:
-            self._plan = list(rng.uniform(self.low, self.high, shape).astype(np.float32))
+            actions = rng.uniform(self.low, self.high, (n, self.low.size)).astype(np.float32)
+            self._plan = list(actions.reshape(n, *spec.action_shape))
             return
         sigma = exploration.get("sigma", 0.0)
         noise = rng.normal(0.0, sigma, (n, self.low.size)).astype(np.float32)
-        self._plan = list(noise * self.half_range.reshape(-1))
+        self._plan = list(noise * self.half_range)
 
     def _epsilon_greedy(self, epsilon: float, n: int) -> list[np.int64 | None]:
         """One uniform draw ``u`` per step: the step explores if ``u < epsilon``, and then
@@ -108,6 +108,4 @@ class Explorer:
         if not self._noisy:
             return a
         noisy = np.asarray(out, np.float32).reshape(-1) + a
-        return np.clip(noisy, self.low.reshape(-1), self.high.reshape(-1)).reshape(
-            self.spec.action_shape
-        )
+        return np.clip(noisy, self.low, self.high).reshape(self.spec.action_shape)
