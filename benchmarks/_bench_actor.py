@@ -3,9 +3,13 @@
     results = bench_actor(models, broker, quick)     # models from _bench_network.build_models
 
 Each rung adds one thing the real actor does: bare ``env.step``; the bare int8 model loop;
-``TFLitePolicy`` and ε-greedy; ``Batcher`` and ``encode_transitions``; then the real
-``ActorNode`` against a real Mosquitto. The rows take turns in short slices, so that load on
-a shared machine hits them alike, and each reports the CPU time of its own thread too.
+``TFLitePolicy`` and ``Explorer``'s ε-greedy; ``Batcher`` rows and ``encode_transitions``;
+then the real ``ActorNode`` against a real Mosquitto. Side rows: the bare loop with the fp32
+model, and with ``ndarray.argmax`` (the call the node makes) instead of ``np.argmax``. The
+rows take turns in short slices, so that load on a shared machine hits them alike, and each
+reports the CPU time of its own thread too: on a loaded machine the scheduler favours the
+node's thread, which blocks on every publish, over the in-process rows, which never block,
+so there the CPU columns are the ones to compare.
 """
 
 from __future__ import annotations
@@ -64,9 +68,10 @@ def make_rungs(ex_int8, ex_fp32) -> dict[str, Rung]:
     return {
         "env.step only (fixed random actions)": _env_only_rung(),
         "bare int8: env.step(argmax(invoke(obs)))": _bare_rung(ex_int8),
-        "+ TFLitePolicy + epsilon_greedy (int8)": _policy_rung(ex_int8, batching=False),
+        "+ TFLitePolicy + Explorer (ε-greedy, int8)": _policy_rung(ex_int8, batching=False),
         "+ Batcher + encode_transitions (no MQTT)": _policy_rung(ex_int8, batching=True),
         "(bare fp32: the bare loop with the fp32 model)": _bare_rung(ex_fp32),
+        "(bare int8 with q.argmax(), as the node calls it)": _bare_rung(ex_int8, method=True),
     }
 
 
@@ -90,8 +95,11 @@ def _env_only_rung() -> Rung:
     return Rung(step, env.close)
 
 
-def _bare_rung(exported) -> Rung:
-    """The model invoked on the interpreter directly, greedy, no wrapper."""
+def _bare_rung(exported, method: bool = False) -> Rung:
+    """The model invoked on the interpreter directly, greedy, no wrapper. ``method``: the
+    argmax by the ndarray's method, as ``Explorer.act`` takes it, not by ``np.argmax`` (a
+    Python-level function: ~1 µs more per call), so that the node's overhead over the bare
+    loop can be read without that difference too."""
     from ai_edge_litert.interpreter import Interpreter
 
     from edge_rl.envs import make_env
@@ -118,31 +126,48 @@ def _bare_rung(exported) -> Rung:
         state[0] = obs
         return False
 
-    return Rung(step, env.close)
+    def step_method() -> bool:
+        st(i_in, to_input(state[0]))
+        inv()
+        obs, _, term, trunc, _ = env.step(gt(i_out)[0].argmax())
+        if term or trunc:
+            state[0] = env.reset()[0]
+            return True
+        state[0] = obs
+        return False
+
+    return Rung(step_method if method else step, env.close)
 
 
 def _policy_rung(exported, batching: bool) -> Rung:
-    """``TFLitePolicy`` and ε-greedy; with ``batching``, ``Batcher`` and the encoder too."""
+    """``TFLitePolicy`` and ``Explorer`` (its draws once per ``BATCH`` steps, as the node
+    plans a stint); with ``batching``, ``Batcher`` rows and the encoder once per batch."""
     from edge_rl.actor.batching import Batcher
-    from edge_rl.actor.exploration import epsilon_greedy
+    from edge_rl.actor.exploration import Explorer
     from edge_rl.envs import make_env
     from edge_rl.runtime.litert import TFLitePolicy
+    from edge_rl.specs import EnvSpec
     from edge_rl.wire.transitions import encode_transitions
 
-    policy = TFLitePolicy(exported.tflite, num_threads=1)
+    policy = TFLitePolicy(exported.tflite, num_threads=1).__call__
     env = make_env("CartPole-v1")
-    rng = np.random.default_rng(SEED)
+    explorer = Explorer(EnvSpec(obs_shape=(4,), num_actions=2), np.random.default_rng(SEED))
     batcher = Batcher("bench", 1, BATCH, 0.5)
-    encode = encode_transitions
-    state = [env.reset(seed=SEED)[0]]
+    encode, exploration = encode_transitions, {"epsilon": EPSILON}
+    state = [env.reset(seed=SEED)[0], 0]  # obs, the step's index in its block
 
     def step() -> bool:
-        obs = state[0]
-        action = epsilon_greedy(policy(obs), EPSILON, rng)
+        obs, i = state
+        if i == 0:
+            explorer.plan(exploration, BATCH)
+            if batching:
+                batcher.open(1)
+        action = explorer.act(policy(obs), i)
         next_obs, reward, term, trunc, _ = env.step(action)
+        state[1] = (i + 1) % BATCH
         if batching:
-            batcher.add(1, obs, action, reward, next_obs, term, trunc)
-            if batcher.ready():
+            batcher.append((obs, action, reward, next_obs, term, trunc))
+            if i == BATCH - 1:
                 encode(batcher.take())
         if term or trunc:
             state[0] = env.reset()[0]
@@ -328,7 +353,7 @@ def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
     rungs: dict[str, Runnable] = dict(make_rungs(ex8, ex32))
     names = list(rungs)
     rungs[ACTOR_NODE] = actor = ActorRung(broker, ex8)
-    order = names[:-1] + [ACTOR_NODE, names[-1]]  # the fp32 row last: a side note
+    order = names[:-2] + [ACTOR_NODE, *names[-2:]]  # the side notes last
     acc = {n: {"steps": 0, "episodes": 0, "wall": 0.0, "cpu": 0.0, "rates": []} for n in order}
     n_slices = round(seconds / slice_s)
     try:

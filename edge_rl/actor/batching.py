@@ -12,7 +12,13 @@ from edge_rl.types import TransitionBatch
 
 
 class Batcher:
-    """Collects transitions of one policy version; ``ready`` by count or by age."""
+    """Collects transitions of one policy version; ``ready`` by count or by age.
+
+    Per transition, ``add``; or, in a loop that steps a block at a time: ``open`` once per
+    block, then ``append`` one row ``(obs, action, reward, next_obs, terminated,
+    truncated)`` per step, at most ``room()`` of them (one list append: nothing is
+    checked or converted per step; ``take`` converts a batch's rows at once).
+    """
 
     def __init__(self, actor_id: str, session: int, batch_size: int, flush_interval_s: float):
         self.actor_id = actor_id
@@ -22,21 +28,39 @@ class Batcher:
         self.seq = 0
         self.run_id = ""  # the run start the transitions are stepped for (RunControl)
         self._rows: list[tuple] = []
+        self.append = self._rows.append  # the open batch's rows (one list for all batches)
         self._version = 0
         self._first_t = 0.0
 
     def __len__(self) -> int:
         return len(self._rows)
 
-    def add(self, policy_version: int, obs, action, reward, next_obs, terminated, truncated):
-        """Add one transition. Returns a finished batch when the policy version changes."""
+    def open(self, policy_version: int) -> TransitionBatch | None:
+        """Make the open batch one of ``policy_version``, before rows of it are appended.
+        Returns the finished batch of another version, if one was open: a batch carries
+        exactly one policy version."""
         done = None
         if self._rows and policy_version != self._version:
-            done = self.take()  # a batch carries exactly one policy version
+            done = self.take()
         if not self._rows:
             self._version = policy_version
-            self._first_t = time.monotonic()
-        self._rows.append((obs, action, reward, next_obs, terminated, truncated))
+            self._first_t = time.monotonic()  # its age counts from its first transition
+        return done
+
+    def room(self) -> int:
+        """Rows the open batch takes before it is full (``ready`` by count)."""
+        return self.batch_size - len(self._rows)
+
+    def due(self) -> float:
+        """When (``time.monotonic``) the open batch is ``ready`` by age; a batch opened
+        now if none is open."""
+        start = self._first_t if self._rows else time.monotonic()
+        return start + self.flush_interval_s
+
+    def add(self, policy_version: int, obs, action, reward, next_obs, terminated, truncated):
+        """Add one transition. Returns a finished batch when the policy version changes."""
+        done = self.open(policy_version)
+        self.append((obs, action, reward, next_obs, terminated, truncated))
         return done
 
     def ready(self) -> bool:

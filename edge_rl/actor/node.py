@@ -4,11 +4,20 @@
     # (or ActorNode(board, opts, connect=MemoryBroker().connect) in a unit test)
     node.run()      # until SIGTERM (node.stop()), a refused id, or max_env_steps
 
-    train: policy = slot.current            # swapped in between two env steps
-           action = act(policy, obs)        # LiteRT invoke + on-device exploration
-           obs' = env.step(action)
-           batcher.add(...) -> spool -> MQTT  (by count or time; bounded while offline)
-    serve: action = greedy(policy(obs)); obs' = env.step(action)   # nothing sent
+    loop:  control, status                  # read between two stints
+           stint: policy = slot.current     # swapped in between two stints
+                  explorer.plan(...)        # the stint's RNG draws, at once
+                  per step: out = policy.runner(obs)     # LiteRT invoke
+                            action = explorer.act(out, i)
+                            obs' = env.step(action)
+                            batcher.append(row)
+           batcher.take() -> spool -> MQTT  (by count or time; bounded while offline)
+
+A stint is up to one batch of steps: it ends when the batch is full, the credit or
+``max_env_steps`` is used up, or a status or the batch's flush is due. Everything that is
+not the step itself (control, status, the policy read, RNG draws, converting and encoding
+the batch, publishing) runs once per stint, so the loop runs close to the speed of a bare
+``env.step(argmax(invoke(obs)))`` loop (docs/benchmarks.md).
 
 Control (``run_control``): the actor joins the run start the learner's retained
 control names, and trains (``_loop``) only while it says ``running`` and its env-step count
@@ -21,7 +30,9 @@ serves one run's result and joins the next without a restart.
 
 Runtime breakdown (docs/protocol.md §5.1): ``self.clock`` splits this thread's wall time
 since ``run()`` into env_step / inference / exploration / publish / emulation (simulated
-boards only) / idle, one lap after each piece; they add up to its ``wall``. The policy
+boards only) / idle; they add up to its ``wall``. A stint reads the clock around each
+step's inference, exploration and env step and charges them with one split lap; the
+rest of its time (appending rows, the step's bookkeeping) is publish. The policy
 slot's thread accounts policy_receive and model_load itself. Every status carries both.
 """
 
@@ -38,7 +49,7 @@ import numpy as np
 
 from edge_rl.actor.batching import Batcher, Spool
 from edge_rl.actor.emulation import Throttle
-from edge_rl.actor.exploration import explore, greedy, random_action
+from edge_rl.actor.exploration import Explorer, greedy
 from edge_rl.actor.policy_slot import LoadedPolicy, PolicySlot
 from edge_rl.actor.run_control import RunControl
 from edge_rl.actor.serving import ServedReturns
@@ -55,6 +66,11 @@ from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, Topics
 from edge_rl.wire.transitions import encode_transitions
 
 log = logging.getLogger(__name__)
+
+
+def _no_model(obs: np.ndarray) -> None:
+    """The model's output while there is no policy: none (every action is random)."""
+    return None
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,7 @@ class ActorNode:
         self.env = make_env(opts.env)
         self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
         self.rng = np.random.default_rng(opts.seed)
+        self.explorer = Explorer(self.spec, self.rng)
         # New per process (see TransitionBatch); 53 bits: exact in JSON readers' doubles.
         self.session = secrets.randbits(53)
         key = opts.policy_key or board.policy_public_key
@@ -110,6 +127,8 @@ class ActorNode:
         self.transitions_oversize = 0
         self.steps_per_s = 0.0
         self._returns: deque[float] = deque(maxlen=20)
+        self._obs: np.ndarray | None = None  # the env's current observation
+        self._ep_return = 0.0  # the current episode's return so far
         self.clock = LapClock(ACTOR_LOOP_BUCKETS)  # restarted when run() begins
         connect = connect or mqtt_connect(opts.broker)
         self.transport = connect(
@@ -182,9 +201,9 @@ class ActorNode:
     def _loop(self) -> None:
         lap = self.clock.lap  # each lap charges the time since the previous one
         lap("idle")  # connecting to the broker, starting the policy slot
-        obs, _ = self.env.reset(seed=self.opts.seed)
+        self._obs, _ = self.env.reset(seed=self.opts.seed)
         lap("env_step")
-        ep_return, next_status, rate_t, rate_steps = 0.0, 0.0, time.monotonic(), 0
+        next_status, rate_t, rate_steps = 0.0, time.monotonic(), 0
         while not self.rc.done and not self.rc.serves():
             if (run_id := self.rc.take_join()) is not None:
                 self._join(run_id)
@@ -201,37 +220,11 @@ class ActorNode:
                 lap("publish")
                 time.sleep(0.01)
                 continue
-            lap("idle")  # status and loop bookkeeping since the last step
-            policy = self.slot.current  # one read: the swap point between two steps
-            out = None if policy is None else policy.runner(obs)
-            compute = lap("inference")
-            if policy is None:
-                version, action = 0, random_action(self.spec, self.rng)
-            else:
-                version = policy.manifest.policy_version
-                action = explore(out, policy.manifest.exploration, self.spec, self.rng)
-            compute += lap("exploration")
-            next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            compute += lap("env_step")
-            if self.throttle.factor:
-                self.throttle.charge(compute)  # a slower board's inference + env step
-                lap("emulation")
-            self.env_steps += 1
-            ep_return += float(reward)
-            self._ship(
-                self.batcher.add(version, obs, action, reward, next_obs, terminated, truncated)
-            )
+            lap("idle")  # control, status and loop bookkeeping since the last stint
+            self._stint(self._steps_allowed(), min(next_status, self.batcher.due()) - now)
             if self.batcher.ready():
                 self._ship(self.batcher.take())
             lap("publish")
-            if terminated or truncated:
-                self.episodes += 1
-                self._returns.append(ep_return)
-                ep_return = 0.0
-                obs, _ = self.env.reset()
-                lap("env_step")
-            else:
-                obs = next_obs
             if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
                 break
 
@@ -280,6 +273,85 @@ class ActorNode:
             next_obs, _ = self.env.reset()
             lap("env_step")
         return next_obs
+
+    # --- training stints -----------------------------------------------------------
+
+    def _steps_allowed(self) -> int:
+        """Env steps the credit (and ``max_env_steps``) allow before control is read again."""
+        n = self.rc.credit - self.env_steps
+        if self.opts.max_env_steps is not None:
+            n = min(n, self.opts.max_env_steps - self.env_steps)
+        return n
+
+    def _stint(self, n: int, seconds: float) -> None:
+        """Up to ``n`` env steps under one read of the policy slot, into the open batch:
+        fewer if the batch fills, or once ``seconds`` have passed (a status or the batch's
+        flush is due). Control is read between stints, so a pause or a stop takes effect
+        within one batch. Each step's inference, exploration and env step are timed on the
+        loop's clock and charged with one split lap; the rest (the row's append and the
+        step's bookkeeping) is publish. The throttle is charged once per step."""
+        lap = self.clock.lap
+        policy = self.slot.current  # one read: policies swap between two stints
+        version = 0 if policy is None else policy.manifest.policy_version
+        self._ship(self.batcher.open(version))  # a batch of the previous version
+        n = min(n, self.batcher.room())
+        lap("publish")
+        self.explorer.plan(None if policy is None else policy.manifest.exploration, n)
+        lap("exploration")
+        # The bound __call__: calling the instance would look it up on every step.
+        runner = _no_model if policy is None else policy.runner.__call__
+        act, step, append = self.explorer.act, self.env.step, self.batcher.append
+        charge = self.throttle.charge if self.throttle.factor else None
+        now = self.clock.now
+        obs = self._obs
+        ep_return = self._ep_return
+        inference = exploration = env_step = emulation = 0.0
+        stop_at = now() + seconds
+        steps = 0
+        for i in range(n):
+            t0 = now()
+            out = runner(obs)
+            t1 = now()
+            action = act(out, i)
+            t2 = now()
+            next_obs, reward, terminated, truncated, _ = step(action)
+            t3 = now()
+            inference += t1 - t0
+            exploration += t2 - t1
+            env_step += t3 - t2
+            if charge is not None:
+                charge(t3 - t0)  # a slower board's inference + exploration + env step
+                emulation += now() - t3
+            append((obs, action, reward, next_obs, terminated, truncated))
+            steps = i + 1
+            ep_return += reward
+            if terminated or truncated:
+                env_step += self._episode_end(float(ep_return))
+                obs, ep_return = self._obs, 0.0
+            else:
+                obs = next_obs
+            if t3 >= stop_at:
+                break
+        self._obs = obs
+        self._ep_return = ep_return
+        self.env_steps += steps
+        self.clock.lap_split(
+            {
+                "inference": inference,
+                "exploration": exploration,
+                "env_step": env_step,
+                "emulation": emulation,
+            },
+            rest="publish",
+        )
+
+    def _episode_end(self, ep_return: float) -> float:
+        """Count the episode and reset the env (into ``_obs``); returns the reset's time."""
+        self.episodes += 1
+        self._returns.append(ep_return)
+        t0 = self.clock.now()
+        self._obs, _ = self.env.reset()
+        return self.clock.now() - t0
 
     def _state(self) -> ActorState:
         return self.rc.status_state(self.env_steps)

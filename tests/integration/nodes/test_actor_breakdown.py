@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 
 from edge_rl.actor import node as actor_node
-from edge_rl.actor.exploration import random_action
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.boards import BoardConfig, Emulation
 from edge_rl.runtime.litert import TFLitePolicy
@@ -95,7 +94,8 @@ class Watches:
     env_step: Stopwatch = field(default_factory=Stopwatch)
     env_reset: Stopwatch = field(default_factory=Stopwatch)
     inference: Stopwatch = field(default_factory=Stopwatch)
-    exploration: Stopwatch = field(default_factory=Stopwatch)
+    exploration: Stopwatch = field(default_factory=Stopwatch)  # the step's action
+    exploration_plan: Stopwatch = field(default_factory=Stopwatch)  # a block's RNG draws
     publish: Stopwatch = field(default_factory=Stopwatch)
     receive: Stopwatch = field(default_factory=Stopwatch)
     connect: Stopwatch = field(default_factory=Stopwatch)  # waiting for the CONNACK
@@ -112,9 +112,9 @@ def instrument(node: ActorNode, monkeypatch) -> Watches:
     w = Watches()
     node.env = TimedEnv(node.env, w.env_step, w.env_reset)
     monkeypatch.setattr(TFLitePolicy, "__call__", w.inference.wrap(TFLitePolicy.__call__))
-    monkeypatch.setattr(actor_node, "explore", w.exploration.wrap(actor_node.explore))
-    monkeypatch.setattr(actor_node, "random_action", w.exploration.wrap(random_action))
-    for name in ("add", "ready", "take"):
+    node.explorer.act = w.exploration.wrap(node.explorer.act)  # once per step
+    node.explorer.plan = w.exploration_plan.wrap(node.explorer.plan)  # once per block
+    for name in ("open", "room", "append", "ready", "take"):
         setattr(node.batcher, name, w.publish.wrap(getattr(node.batcher, name)))
     node._ship = w.publish.wrap(node._ship)
     node.slot._verify = w.receive.wrap(node.slot._verify)
@@ -239,7 +239,8 @@ def test_breakdown_without_a_policy(
     assert len(waits) >= 4 and w.connect.seconds >= 3 * 0.1
     assert w.env_step.calls == 3000 and w.env_reset.calls >= 1
     assert b["env_step"] >= w.env_step.seconds + w.env_reset.seconds - US
-    assert b["exploration"] >= w.exploration.seconds - US and w.exploration.calls == 3000
+    assert b["exploration"] >= w.exploration.seconds + w.exploration_plan.seconds - US
+    assert w.exploration.calls == 3000
     assert b["publish"] >= w.publish.seconds - US and node.batches_sent >= 3000 // 16
     # No policy: no model call (the bucket holds only the laps' own µs, and whatever
     # preemption lands there: its size is no test). Random actions are exploration, which
@@ -314,7 +315,8 @@ def test_breakdown_with_a_policy_a_rejected_one_and_emulation(
     assert w.env_step.calls == 3000 and w.env_reset.calls >= 1
     assert b["env_step"] >= w.env_step.seconds + w.env_reset.seconds - US
     assert b["inference"] >= w.inference.seconds - US and w.inference.calls == 3000
-    assert b["exploration"] >= w.exploration.seconds - US and w.exploration.calls == 3000
+    assert b["exploration"] >= w.exploration.seconds + w.exploration_plan.seconds - US
+    assert w.exploration.calls == 3000
     assert b["publish"] >= w.publish.seconds - US
     # The throttle is charged once per env step with that step's inference + exploration
     # + env step (laps that contain the stopwatches' calls; resets are not charged) ...

@@ -162,3 +162,65 @@ def test_gaussian_exploration_is_scaled_and_clipped():
     edge = np.stack([gaussian(np.array([2.0, 1.0]), 0.5, box, rng) for _ in range(500)])
     assert edge[:, 0].max() <= 2.0 and edge[:, 1].max() <= 1.0 and edge.dtype == np.float32
     assert np.array_equal(gaussian(centre, 0.0, box, rng), centre)
+
+
+def test_batcher_by_blocks_of_rows(monkeypatch):
+    fake = FakeTime()
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=fake.clock))
+    b = Batcher("a", 9, batch_size=4, flush_interval_s=0.5)
+    assert b.open(1) is None and b.room() == 4 and b.due() == fake.t + 0.5
+    row = (np.zeros(4), np.int64(1), 1.0, np.ones(4), False, True)
+    for _ in range(3):
+        b.append(row)
+    fake.t += 0.25
+    assert b.room() == 1 and b.due() == fake.t + 0.25 and not b.ready()  # age: first row
+    assert b.open(1) is None and len(b) == 3  # the same version: the batch stays open
+    done = b.open(2)  # another version closes it
+    assert done is not None and len(done) == 3 and done.policy_version == 1
+    assert done.truncated.tolist() == [True] * 3 and done.next_obs.dtype == np.float32
+    assert b.room() == 4 and len(b) == 0
+
+
+def test_explorer_follows_epsilon_greedy_by_blocks():
+    from edge_rl.actor.exploration import Explorer
+
+    spec = EnvSpec(obs_shape=(3,), num_actions=3)
+    rng = np.random.default_rng(0)
+    e = Explorer(spec, rng)
+    q = np.array([0.0, 5.0, 1.0], np.float32)
+    e.plan({"epsilon": 0.0}, 50)
+    assert [int(e.act(q, i)) for i in range(50)] == [1] * 50
+    e.plan({"epsilon": 1.0}, 3000)
+    picks = np.array([e.act(q, i) for i in range(3000)])
+    assert picks.dtype == np.int64 and set(picks.tolist()) == {0, 1, 2}
+    assert np.abs(np.bincount(picks) / 3000 - 1 / 3).max() < 0.04  # uniform
+    e.plan({"epsilon": 0.25}, 4000)
+    explored = np.mean([e.act(q, i) != 1 for i in range(4000)])
+    assert abs(explored - 0.25 * 2 / 3) < 0.03  # a random action is the greedy one 1/3
+    e.plan(None, 200)  # no policy: uniform random, no model output needed
+    assert {int(e.act(None, i)) for i in range(200)} == {0, 1, 2}
+    calls = []
+    e.rng = types.SimpleNamespace(random=lambda n: calls.append(n) or rng.random(n))
+    e.plan({"epsilon": 0.5}, 64)
+    assert calls == [64]  # one draw for the whole block
+
+
+def test_explorer_adds_scaled_clipped_noise_by_blocks():
+    from edge_rl.actor.exploration import Explorer
+
+    box = EnvSpec(obs_shape=(3,), action_shape=(2,), action_low=(-2, 0), action_high=(2, 1))
+    e = Explorer(box, np.random.default_rng(0))
+    centre = np.array([0.0, 0.5], np.float32)
+    e.plan({"sigma": 0.1}, 4000)
+    a = np.stack([e.act(centre, i) for i in range(4000)])
+    np.testing.assert_allclose(a.std(axis=0), [0.2, 0.05], rtol=0.1)  # as gaussian()
+    assert a.dtype == np.float32 and a.shape == (4000, 2)
+    e.plan({"sigma": 0.5}, 500)
+    edge = np.stack([e.act(np.array([2.0, 1.0]), i) for i in range(500)])
+    assert edge[:, 0].max() <= 2.0 and edge[:, 1].max() <= 1.0
+    e.plan({"sigma": 0.0}, 1)
+    assert np.array_equal(e.act(centre, 0), centre)
+    e.plan(None, 200)
+    r = np.stack([e.act(None, i) for i in range(200)])
+    assert (r[:, 0] >= -2).all() and (r[:, 0] <= 2).all() and (r[:, 1] >= 0).all()
+    assert (r[:, 1] <= 1).all() and r[:, 0].std() > 0.5

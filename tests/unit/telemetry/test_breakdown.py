@@ -42,6 +42,19 @@ def test_laps_charge_the_time_since_the_previous_lap_and_add_up_to_wall():
     assert clock.reads == 4  # one read at the start, one per lap; totals() reads none
 
 
+def test_a_split_lap_charges_its_parts_and_the_rest_in_one_read():
+    clock = FakeClock()
+    laps = LapClock(("a", "b", "rest"), clock=clock)
+    assert laps.now is clock  # a hot loop times its parts on the clock laps read
+    clock.t += 1.0
+    laps.lap_split({"a": 0.25, "b": 0.5}, rest="rest")
+    assert laps.totals() == {"a": 0.25, "b": 0.5, "rest": 0.25, "wall": 1.0}
+    clock.t += 0.5
+    laps.lap_split({"a": 0.5, "b": 0.0}, rest="rest")  # parts that fill the lap: no rest
+    assert laps.totals() == {"a": 0.75, "b": 0.5, "rest": 0.25, "wall": 1.5}
+    assert clock.reads == 3  # the start, and one per split lap
+
+
 def test_totals_round_and_still_add_up():
     clock = FakeClock(0.0)
     laps = LapClock(("a", "b"), clock=clock)
