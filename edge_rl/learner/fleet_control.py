@@ -15,7 +15,12 @@ topic, are retained: an actor that (re)connects reads both at once. Credit
 never more than the budget. An actor not known yet gets none: it announces itself with a
 status of this run on its own topic and is granted credit in the next round. Statuses of
 another run start are ignored; of two live processes under one id, the newcomer is
-refused (identity.py).
+refused (identity.py). A status is checked against what the learner granted: one whose
+counts (``env_steps``, or the transitions it says it sent, dropped or cut) pass its
+session's grant (``Grants``) is refused and counted (``status_over_credit``): an actor
+steps only under credit, so such a status is false, and its claim must not become credit.
+Each grant is written to ``Grants`` before it is published: ingest bounds an actor's data
+by it.
 
 The status registry is written on the transport's thread and read on the main thread (the
 live view, the summary): every access holds ``_lock``.
@@ -31,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from edge_rl.config import RunConfig
-from edge_rl.learner.credit import CreditLedger
+from edge_rl.learner.credit import CreditLedger, Grants
 from edge_rl.learner.identity import Identities
 from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, RunState
 from edge_rl.wire.envelope import CodecError
@@ -53,6 +58,8 @@ class FleetControl:
         received: Received,
         run_id: str,
         lost_at_learner: Callable[[], Mapping[str, int]] = dict,  # Ingest.lost
+        grants: Grants | None = None,
+        session_of: Mapping[str, int] | None = None,  # ingest's: whose data ``received`` counts
     ) -> None:
         self.cfg = cfg
         self.topics = topics
@@ -60,6 +67,11 @@ class FleetControl:
         self._publish = publish
         self._received = received
         self._lost_at_learner = lost_at_learner
+        # None: no bound on statuses (a FleetControl on its own); the learner passes its own.
+        self._bound_by_grants = grants is not None
+        self.grants = grants if grants is not None else Grants()
+        self._session_of = session_of
+        self.status_over_credit = 0  # statuses that claim more than their grant: refused
         self._lock = threading.Lock()
         self._actors: dict[str, ActorStatus] = {}
         # The last runtime breakdown of each actor: kept apart because the last will says
@@ -93,6 +105,8 @@ class FleetControl:
         if status.run_id != self.run_id and status.state != "offline":
             self.status_other_run += 1
             return
+        if self._over_credit(status):
+            return
         with self._lock:
             if not self.ids.admit(status.actor_id, status.session, status.state):
                 return  # a will of a process not in this run, or a duplicate id (counted)
@@ -115,12 +129,38 @@ class FleetControl:
             if status.breakdown:
                 self._breakdowns[status.actor_id] = status.breakdown
 
+    def _over_credit(self, status: ActorStatus) -> bool:
+        """Whether ``status`` claims more env steps or transitions than its session was
+        granted (counted, logged once). A will carries no counts."""
+        if status.state == "offline" or not self._bound_by_grants:
+            return False
+        s = status
+        claimed = max(
+            s.env_steps, s.transitions_sent + s.transitions_dropped + s.transitions_oversize
+        )
+        bound = self.grants.bound(s.actor_id, s.session)
+        if claimed <= bound:
+            return False
+        with self._lock:
+            self.status_over_credit += 1
+            first = self.status_over_credit == 1
+        if first:  # the counter says how often
+            log.warning(
+                "%s (session %d): a status claims %d env steps or transitions, granted %d: refused",
+                s.actor_id,
+                s.session,
+                claimed,
+                bound,
+            )
+        return True
+
     def counts(self) -> dict[str, int]:
         """For the summary: statuses refused, ignored, and duplicate ids refused."""
         with self._lock:
             return {
                 "status_rejected": self.status_rejected,
                 "status_other_run": self.status_other_run,
+                "status_over_credit": self.status_over_credit,
                 "actor_sessions_refused": self.ids.refused_sessions,
             }
 
@@ -186,6 +226,7 @@ class FleetControl:
             grant = CreditGrant(self.run_id, owner, credit, self.ids.refused(actor))
             if self._grants.get(actor) != grant:
                 self._grants[actor] = grant
+                self.grants.set(actor, owner, credit)  # before an actor can step under it
                 self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
 
     def _lost(self, actor: str, received: int, at_learner: int) -> int:  # holds _lock
@@ -230,6 +271,7 @@ class FleetControl:
         allowed += math.ceil(updates / cfg.replay_ratio)
         allowed = min(allowed, cfg.total_env_steps)
         received, by_actor = self._received()
+        by_actor = self._owners_only(by_actor)
         # Only actors that announced themselves on their own status topic (which the broker's
         # ACL ties to their credentials) get credit; data from anyone else earns none.
         online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
@@ -242,3 +284,10 @@ class FleetControl:
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
         stepped = {a: self._actors[a].env_steps for a in online}
         return self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle, stepped)
+
+    def _owners_only(self, by_actor: Mapping[str, int]) -> dict[str, int]:  # holds _lock
+        """Of each actor, what the session that owns its id delivered (0 until the owner's
+        first batch is in): a new owner's credit starts from what it delivered."""
+        if self._session_of is None:
+            return dict(by_actor)
+        return {a: n for a, n in by_actor.items() if self._session_of.get(a) == self.ids.owner(a)}
