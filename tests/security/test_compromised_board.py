@@ -280,6 +280,6 @@ def test_the_ledger_never_grants_from_a_refused_claim():
     fleet.on_status(TOPICS.status("evil"), encode_status(stall))
     fleet.send(
         "running", updates=50
-    )  # 100 more steps allowed (ratio 0.5): shared, none to the claim
+    )  # 100 more steps: shared, none to the claim
     assert grants.of("evil") == (2, 150) and grants.of("honest") == (1, 150)
     assert fleet.counts()["status_over_credit"] == 1
