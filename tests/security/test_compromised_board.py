@@ -278,8 +278,6 @@ def test_the_ledger_never_grants_from_a_refused_claim():
     assert grants.of("evil") == (2, 100) and grants.of("honest") == (1, 100)
     stall = ActorStatus("evil", "running", run_id=RID, session=2, env_steps=MAX_SEQ)
     fleet.on_status(TOPICS.status("evil"), encode_status(stall))
-    fleet.send(
-        "running", updates=50
-    )  # 100 more steps: shared, none to the claim
+    fleet.send("running", updates=50)  # 100 more steps: shared, none to the claim
     assert grants.of("evil") == (2, 150) and grants.of("honest") == (1, 150)
     assert fleet.counts()["status_over_credit"] == 1
