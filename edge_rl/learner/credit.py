@@ -40,6 +40,7 @@ class CreditLedger:
         lost: Mapping[str, int] | None = None,
         frozen: Collection[str] = (),
         stepped: Mapping[str, int] | None = None,
+        max_outstanding: int | None = None,
     ) -> dict[str, int]:
         """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
 
@@ -50,6 +51,10 @@ class CreditLedger:
         ``stepped``: each actor's env steps, by its status: it was granted at least that much,
         if by an earlier learner (one resumed from a checkpoint: its grants below what the
         actors had stepped freed no step, and its run stalled).
+        ``max_outstanding``: what an actor that has delivered nothing yet may hold (None: all
+        that is available). Credit cannot be taken back: without a cap, a board that
+        announces itself first and never steps holds the whole lead, and no one else is
+        granted again.
         """
         lost, stepped = lost or {}, stepped or {}
         known = sorted(known)
@@ -72,7 +77,11 @@ class CreditLedger:
             # sim-01 took every one of them.)
             behind = sorted(growing, key=lambda a: (self.granted[a], a))[:extra]
             for a in growing:
-                self.granted[a] += share + (a in behind)
+                more = share + (a in behind)
+                if max_outstanding is not None and by_actor.get(a, 0) == 0:
+                    held = self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)
+                    more = max(0, min(more, max_outstanding - max(0, held)))
+                self.granted[a] += more
         return {a: self.granted[a] for a in known}
 
 

@@ -67,7 +67,8 @@ class FleetControl:
         self._publish = publish
         self._received = received
         self._lost_at_learner = lost_at_learner
-        # None: no bound on statuses (a FleetControl on its own); the learner passes its own.
+        # None: no bound on statuses nor on a new actor's share (a FleetControl on its own);
+        # the learner passes its own.
         self._bound_by_grants = grants is not None
         self.grants = grants if grants is not None else Grants()
         self._session_of = session_of
@@ -283,7 +284,13 @@ class FleetControl:
         # counts as outstanding: the lead is never overcommitted).
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
         stepped = {a: self._actors[a].env_steps for a in online}
-        return self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle, stepped)
+        # Bound by grants (the learner's), an actor that has delivered nothing holds at most
+        # half the lead: one that never delivers (a compromised board, first to announce
+        # itself) cannot take all of it.
+        cap = max(1, math.ceil((allowed - received) / 2)) if self._bound_by_grants else None
+        return self._ledger.grant(
+            allowed, received, by_actor, sorted(online), lost, idle, stepped, cap
+        )
 
     def _owners_only(self, by_actor: Mapping[str, int]) -> dict[str, int]:  # holds _lock
         """Of each actor, what the session that owns its id delivered (0 until the owner's

@@ -13,19 +13,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import threading
+import time
+import uuid
 
 import numpy as np
 import pytest
 
-from edge_rl.config import FleetConfig, IngestConfig, RunConfig
+from edge_rl.agents.dqn.config import DQNConfig
+from edge_rl.broker.config import BrokerAccounts
+from edge_rl.broker.embedded import EmbeddedBroker
+from edge_rl.config import CheckpointConfig, ExportConfig, FleetConfig, IngestConfig, RunConfig
 from edge_rl.learner.credit import Grants
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.ingest.plausible import Bounds, bounds_for_run
 from edge_rl.learner.ingest.validate import Rejected, Validator
+from edge_rl.learner.node import LearnerNode
 from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.sim.fleet import Fleet
 from edge_rl.specs import EnvSpec
+from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
 from edge_rl.types import ActorStatus, TransitionBatch
 from edge_rl.wire.messages import encode_status
 from edge_rl.wire.topics import Topics
@@ -281,3 +290,197 @@ def test_the_ledger_never_grants_from_a_refused_claim():
     fleet.send("running", updates=50)  # 100 more steps: shared, none to the claim
     assert grants.of("evil") == (2, 150) and grants.of("honest") == (1, 150)
     assert fleet.counts()["status_over_credit"] == 1
+
+
+# --- the attacks against a real run ------------------------------------------------------
+
+HONEST = ("sim-00", "sim-01")
+INTRUDER = "intruder"  # a board whose real password the attacker holds
+ATTACK_AT_UPDATE = 10
+BUDGET = 3_000
+
+
+def real_config(run: str) -> RunConfig:
+    return RunConfig(
+        env_id="CartPole-v1",
+        run=run,
+        total_env_steps=BUDGET,
+        learning_starts=300,
+        replay_ratio=0.25,
+        max_lag_transitions=500,
+        eval_episodes=2,
+        select_every=0,
+        dqn=DQNConfig(hidden=(32, 32), batch_size=32),
+        fleet=FleetConfig(actors=0),
+        export=ExportConfig(
+            every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
+        ),
+        checkpoint=CheckpointConfig(every_s=0),
+    )
+
+
+class Attacker:
+    """The compromised board's process: announces itself (so it is granted credit), then
+    plays every game its credentials allow inside its own namespace, and a second session
+    under a live honest id with that board's password."""
+
+    def __init__(self, broker, topics: Topics, run_id: str) -> None:
+        self.broker, self.topics, self.run_id = broker, topics, run_id
+        self.session = 4242
+        self.own = MqttTransport(broker.url, f"actor-{INTRUDER}", auth=broker.auth(INTRUDER))
+        self.own.start()
+        assert self.own.wait_connected(15)
+
+    def announce(self) -> None:
+        status = ActorStatus(INTRUDER, "running", run_id=self.run_id, session=self.session)
+        topic = self.topics.status(INTRUDER)
+        assert self.own.publish(topic, encode_status(status), retain=True, wait=5)
+
+    def send(self, b: TransitionBatch, transport=None, actor=INTRUDER) -> None:
+        t = transport or self.own
+        assert t.publish(self.topics.transitions(actor), encode_transitions(b), wait=5)
+
+    def play(self, grant: int) -> None:
+        mine = dict(actor=INTRUDER, session=self.session, run_id=self.run_id)
+        small = max(1, min(16, grant // 4))
+        self.send(batch(**mine, seq=0, n=small))  # within its grant: taken
+        self.send(batch(**mine, seq=1, n=19_000, reward=1e6))  # replay takeover, +-1e6
+        self.send(batch(**mine, seq=2, n=grant + 1))  # plausible, more than granted
+        self.send(batch(**mine, seq=MAX_SEQ, n=1))  # sequence games
+        self.send(batch(INTRUDER, 4241, 0, n=small, run_id=self.run_id))  # an old session
+        stall = ActorStatus(
+            INTRUDER, "running", run_id=self.run_id, session=self.session, env_steps=MAX_SEQ
+        )
+        assert self.own.publish(
+            self.topics.status(INTRUDER), encode_status(stall), retain=True, wait=5
+        )
+        self.second_session_under(HONEST[1], small)
+
+    def second_session_under(self, actor: str, n: int) -> None:
+        """With ``actor``'s password: the broker hands the connection over (one client id
+        per username), so the twin says its piece and leaves."""
+        twin = MqttTransport(self.broker.url, f"actor-{actor}", auth=self.broker.auth(actor))
+        twin.start()
+        try:
+            assert twin.wait_connected(15)
+            status = ActorStatus(actor, "running", run_id=self.run_id, session=99)
+            assert twin.publish(self.topics.status(actor), encode_status(status), wait=5)
+            self.send(batch(actor, 99, 0, n=n, run_id=self.run_id), twin, actor)
+        finally:
+            twin.stop()
+
+    def stop(self) -> None:
+        self.own.stop()
+
+
+REASONS = ("implausible_reward", "over_credit", "not_owner")
+
+
+def run_attacked(tmp_path, broker, cfg, policy_keys, fast_board, wait_for, resume=False):
+    """One learner run with 2 honest actors and the attacker; what the test asserts on."""
+    signer, public_key = policy_keys
+    topics = Topics(cfg.transport.root, cfg.run)
+    fleet = Fleet(
+        2,
+        fast_board,
+        broker.url,
+        cfg.env_id,
+        policy_key=public_key,
+        run=cfg.run,
+        log_dir=tmp_path / f"fleet-{resume}",
+        auth=broker.auth,
+    )
+    node = LearnerNode(
+        cfg,
+        mqtt_connect(broker.url, broker.auth("learner")),
+        tmp_path / "run",
+        signer=signer,
+        fleet_alive=fleet.alive,
+        resume=resume,
+    )
+    evil = Attacker(broker, topics, node.run_id)
+    log: dict = {}
+    progress: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def sample() -> None:  # env steps over time: a stall is a long flat stretch
+        while not done.wait(0.2):
+            progress.append((time.monotonic(), node.env_steps))
+
+    real_update = node.agent.update
+
+    def update_then_attack(*args, **kwargs):
+        if node.agent.updates == ATTACK_AT_UPDATE and "grant" not in log:
+            assert wait_for(lambda: node.grants.of(INTRUDER) is not None, 30)
+            log["grant"] = node.grants.of(INTRUDER)[1]
+            evil.play(log["grant"])
+            log["counted"] = wait_for(
+                lambda: all(node.ingest.stats().rejected.get(r, 0) >= 1 for r in REASONS), 30
+            )
+            log["attacked_at"] = node.env_steps
+        return real_update(*args, **kwargs)
+
+    node.agent.update = update_then_attack
+    evil.announce()
+    threading.Thread(target=sample, daemon=True).start()
+    with fleet:
+        summary = node.run()
+        assert fleet.wait(30), "actors did not exit after the learner's stop"
+    done.set()
+    evil.stop()
+    assert fleet.exit_codes() == [0, 0]
+    return summary, node, log, progress
+
+
+def longest_flat_s(progress: list[tuple[float, int]], until: int) -> float:
+    """The longest time env steps did not grow, before they reached ``until``."""
+    longest, since = 0.0, None
+    for (t0, n0), (t1, n1) in zip(progress, progress[1:], strict=False):
+        if n0 >= until:
+            break
+        since = t0 if n1 == n0 and since is None else (None if n1 != n0 else since)
+        if since is not None:
+            longest = max(longest, t1 - since)
+    return longest
+
+
+def assert_bounded(summary, node, log, cfg) -> dict:
+    """The honest run reaches its budget exactly, the attacker's share of replay is within
+    its grant (counted from what the honest actors report sent), refusals by reason."""
+    assert summary["env_steps"] == cfg.total_env_steps == len(node.replay)
+    actors = summary["actors"]
+    sent_by_honest = sum(actors[a]["transitions_sent"] for a in HONEST)
+    honest_in_replay = sent_by_honest - summary["transitions_over_budget"]
+    attacker_share = len(node.replay) - honest_in_replay
+    grant = node.grants.of(INTRUDER)[1]
+    assert 0 <= attacker_share <= grant, (attacker_share, grant)
+    assert node.ingest.stats().total_by_actor.get(INTRUDER, 0) == attacker_share
+    assert set(node.ingest.stats().total_by_actor) <= {*HONEST, INTRUDER}
+    assert summary["batches_missing"] <= grant
+    rejected = summary["batches_rejected"]
+    return {"share": attacker_share, "grant": grant, "rejected": dict(rejected)}
+
+
+@pytest.mark.slow
+def test_a_compromised_board_holds_at_most_its_grant_and_stalls_no_one(
+    tmp_path, policy_keys, fast_board, wait_for
+):
+    cfg = real_config(f"cb-{uuid.uuid4().hex[:8]}")
+    accounts = BrokerAccounts(actors=(*HONEST, INTRUDER), root=cfg.transport.root, run=cfg.run)
+    with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
+        assert broker.authenticated
+        summary, node, log, progress = run_attacked(
+            tmp_path, broker, cfg, policy_keys, fast_board, wait_for
+        )
+    assert log["counted"] and log["attacked_at"] < cfg.total_env_steps, log
+    result = assert_bounded(summary, node, log, cfg)
+    rejected = result["rejected"]
+    assert rejected["implausible_reward"] == 1  # 19,000 transitions of +-1e6
+    assert rejected["over_credit"] == 2  # grant + 1 transitions; seq 2^53-1
+    assert rejected["not_owner"] == 2  # the old session; the twin under sim-01
+    assert summary["status_over_credit"] >= 1  # the 2^53-1 status: refused, not credit
+    assert summary["actor_sessions_refused"] == 1  # the twin
+    assert result["share"] == 0 or result["share"] <= log["grant"]
+    # No stall: the fleet never stood still for long after the attack.
+    assert longest_flat_s(progress, cfg.total_env_steps) < 3 * cfg.credit_timeout_s
+    print("compromised board:", result, "flat", longest_flat_s(progress, BUDGET))
