@@ -51,10 +51,10 @@ class CreditLedger:
         ``stepped``: each actor's env steps, by its status: it was granted at least that much,
         if by an earlier learner (one resumed from a checkpoint: its grants below what the
         actors had stepped freed no step, and its run stalled).
-        ``max_outstanding``: what an actor that has delivered nothing yet may hold (None: all
-        that is available). Credit cannot be taken back: without a cap, a board that
-        announces itself first and never steps holds the whole lead, and no one else is
-        granted again.
+        ``max_outstanding``: what one actor may hold granted and not delivered (None: all
+        that is available). Credit cannot be taken back: without a cap, a board that never
+        delivers takes a share of every grant until it holds the whole lead (it is frozen
+        only after credit_timeout_s), and no one else is granted again.
         """
         lost, stepped = lost or {}, stepped or {}
         known = sorted(known)
@@ -78,7 +78,7 @@ class CreditLedger:
             behind = sorted(growing, key=lambda a: (self.granted[a], a))[:extra]
             for a in growing:
                 more = share + (a in behind)
-                if max_outstanding is not None and by_actor.get(a, 0) == 0:
+                if max_outstanding is not None:
                     held = self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)
                     more = max(0, min(more, max_outstanding - max(0, held)))
                 self.granted[a] += more

@@ -284,9 +284,8 @@ class FleetControl:
         # counts as outstanding: the lead is never overcommitted).
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
         stepped = {a: self._actors[a].env_steps for a in online}
-        # Bound by grants (the learner's), an actor that has delivered nothing holds at most
-        # half the lead: one that never delivers (a compromised board, first to announce
-        # itself) cannot take all of it.
+        # Bound by grants (the learner's), no actor holds more than half the lead: one that
+        # never delivers (a compromised board) cannot take all of it and stall the fleet.
         cap = max(1, math.ceil((allowed - received) / 2)) if self._bound_by_grants else None
         return self._ledger.grant(
             allowed, received, by_actor, sorted(online), lost, idle, stepped, cap
