@@ -284,6 +284,13 @@ class FleetControl:
         # counts as outstanding: the lead is never overcommitted).
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
         stepped = {a: self._actors[a].env_steps for a in online}
+        if self._bound_by_grants:
+            # What an idle actor holds does not count as outstanding: ingest takes no more
+            # of its data than its grant, nor past the budget, so the lead may be granted
+            # again to the others (overcommitted by at most what idle actors hold). Else a
+            # board that holds credit and never steps stalls the fleet at the budget's end.
+            for a in idle:
+                lost[a] = max(lost[a], self._ledger.granted.get(a, 0) - by_actor.get(a, 0))
         # Bound by grants (the learner's), no actor holds more than half the lead: one that
         # never delivers (a compromised board) cannot take all of it and stall the fleet.
         cap = max(1, math.ceil((allowed - received) / 2)) if self._bound_by_grants else None
