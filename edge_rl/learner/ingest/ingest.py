@@ -11,15 +11,14 @@
     decode_transitions   CodecError: bytes that are not a batch of this env (wire/)
     Validator.origin     Rejected: another actor's topic, another run start, out of bounds,
                          implausible_reward (plausible.py)
-    Grants               Rejected: not_granted (an id never granted credit), not_owner (a
-                         session other than the one its id's grant is for)
     Admission.admit      Rejected: too_many_actors; an actor's oldest session forgotten
     Dedup.first_time     a resend is counted as a duplicate, not as a reject; over_credit: a
-                         seq gap wider than the session's unused credit
+                         seq gap wider than the session's unused credit (0 if not granted)
     Validator.version    Rejected: unknown_policy, stale; the batch was seen (no gap), and
                          its transitions are the learner's own loss (lost.py)
-    credit               Rejected: over_credit, a batch past its session's grant: an actor's
-                         share of replay never exceeds what it was granted
+    Grants               Rejected: not_granted (an id never granted credit), not_owner (a
+                         session other than the one its id's grant is for), over_credit (past
+                         the session's grant): a share of replay never exceeds the grant
     Accounting           the budget cut, then replay.add, then the counters and episodes
 
 Both exceptions are counted per reason and logged once per reason (protocol.md §7); any
@@ -132,18 +131,17 @@ class Ingest:
     def _handle(self, topic: str, payload: bytes) -> bool:
         batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
         self.validate.origin(topic, batch)  # until it passes, seq is untrusted: a gap stays
-        credit = self._granted(batch)
         key = (batch.actor_id, batch.session)
         for old in self.admission.admit(*key):
             self.dedup.forget(old)
             self.accounting.forget(old)
-        room = None if credit is None else credit - self.accounting.accepted_from(key)
+        credit = self._credit_of(batch)
+        room = None if credit is None else max(0, credit - self.accounting.accepted_from(key))
         if not self.dedup.first_time(key, batch.seq, room):
             self.accounting.duplicate(len(batch))
             return False
         self._check_version(batch)
-        if room is not None and len(batch) > room:
-            raise Rejected("over_credit", f"{len(batch)} transitions, {room} of credit left")
+        self._check_grant(batch, credit, room)
         n = self.accounting.within_budget(len(batch))
         if n == 0:
             return False
@@ -152,17 +150,24 @@ class Ingest:
         self.accounting.accepted(key, b.reward[:n], (b.terminated | b.truncated)[:n])
         return True
 
-    def _granted(self, batch: TransitionBatch) -> int | None:
-        """The credit of the session that sent ``batch`` (None: no grants to check)."""
+    def _credit_of(self, batch: TransitionBatch) -> int | None:
+        """The credit of the session that sent ``batch``: 0 if the grant is not its (or
+        there is none); None if there are no grants to check."""
         if self.grants is None:
             return None
+        return self.grants.bound(batch.actor_id, batch.session)
+
+    def _check_grant(self, batch: TransitionBatch, credit: int | None, room: int | None) -> None:
+        """Only the granted session's data, and no more of it than its grant."""
+        if self.grants is None or credit is None or room is None:
+            return
         grant = self.grants.of(batch.actor_id)
         if grant is None:
             raise Rejected("not_granted", f"{batch.actor_id!r} was granted no credit")
-        session, credit = grant
-        if batch.session != session:
-            raise Rejected("not_owner", f"session {batch.session}: the id is {session}'s")
-        return credit
+        if batch.session != grant[0]:
+            raise Rejected("not_owner", f"session {batch.session}: the id is {grant[0]}'s")
+        if len(batch) > room:
+            raise Rejected("over_credit", f"{len(batch)} transitions, {room} of credit left")
 
     def _check_version(self, batch: TransitionBatch) -> None:
         """A refused version: sent, seen, never trained on, so lost for certain."""
