@@ -484,3 +484,18 @@ def test_a_compromised_board_holds_at_most_its_grant_and_stalls_no_one(
     # No stall: the fleet never stood still for long after the attack.
     assert longest_flat_s(progress, cfg.total_env_steps) < 3 * cfg.credit_timeout_s
     print("compromised board:", result, "flat", longest_flat_s(progress, BUDGET))
+
+
+def test_every_reason_ingest_refuses_by_is_in_the_protocols_table():
+    """docs/protocol.md §7 lists each reason a batch is refused by: a third party reads the
+    counters by it."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    source = "".join(p.read_text() for p in (root / "edge_rl/learner/ingest").glob("*.py"))
+    raised = set(re.findall(r'Rejected\(\s*"([a-z_]+)"', source))
+    doc = (root / "docs/protocol.md").read_text().split("## 7. Reject reasons")[1]
+    listed = set(re.findall(r"^\| `([a-z_]+)` \|", doc, re.M))
+    assert {"not_granted", "not_owner", "over_credit", "implausible_reward"} <= raised
+    assert raised <= listed, raised - listed
