@@ -131,6 +131,31 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class IngestConfig:
+    """Per-step reward bounds for plausibility (learner/ingest/plausible.py, docs/security.md):
+    a batch with a reward outside them is refused (``implausible_reward``)."""
+
+    # Set both to bound rewards from the config: first of the rules (then the env's known
+    # range, then the warm-up, then the generic max_abs_reward).
+    reward_low: float | None = None
+    reward_high: float | None = None
+    # Env steps of a random policy on the learner host at start, for an env without a known
+    # range; 0: none (the generic max_abs_reward applies).
+    warmup_steps: int = 2_000
+    # The warm-up's range widened by this many times its width on each side: a trained
+    # policy earns more per step than a random one (HalfCheetah: ~-1..1 random, 12-15 trained).
+    warmup_margin: float = 10.0
+
+    def __post_init__(self) -> None:
+        if (self.reward_low is None) != (self.reward_high is None):
+            raise ValueError("ingest.reward_low and ingest.reward_high: set both or neither")
+        if self.reward_low is not None and not self.reward_low <= self.reward_high:
+            raise ValueError("ingest.reward_low must be <= ingest.reward_high")
+        if not 0 <= self.warmup_steps <= 1_000_000 or not self.warmup_margin >= 0:
+            raise ValueError("ingest.warmup_steps in [0, 1e6] and ingest.warmup_margin >= 0")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     env_id: str
     algo: str = "dqn"
@@ -156,6 +181,7 @@ class RunConfig:
     max_policy_lag: int | None = None  # reject batches acted this many versions ago
     # Largest |observation| and |reward| a batch may hold (else rejected, "out_of_bounds"):
     # finite is not enough, one reward of 3e38 poisons every TD target it reaches.
+    # The last resort: plausibility (``ingest:``, IngestConfig) bounds rewards tighter.
     max_abs_observation: float = 1e6
     max_abs_reward: float = 1e6
     eval_episodes: int = 10  # final evaluation of the deployed model (LiteRT, greedy)
@@ -178,6 +204,7 @@ class RunConfig:
     compression: CompressionConfig = field(default_factory=CompressionConfig)
     energy: EnergyConfig = field(default_factory=EnergyConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
 
     def __post_init__(self) -> None:
         if self.algo not in ("dqn", "td3"):

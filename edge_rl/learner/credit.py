@@ -12,11 +12,18 @@ actor's full spool or size limit, or sent and never received: fleet_control.py d
 lost credit goes back to the pool, so a lost batch can no longer stall a run. The ingest
 side caps the budget itself (a written-off batch that arrives after all is not counted
 twice). No TensorFlow, no I/O: a pure ledger.
+
+``Grants`` is what was granted, as published: the record ingest and the status check bound
+an actor's data and claims by.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 
 
 class CreditLedger:
@@ -33,6 +40,7 @@ class CreditLedger:
         lost: Mapping[str, int] | None = None,
         frozen: Collection[str] = (),
         stepped: Mapping[str, int] | None = None,
+        max_outstanding: int | None = None,
     ) -> dict[str, int]:
         """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
 
@@ -43,6 +51,10 @@ class CreditLedger:
         ``stepped``: each actor's env steps, by its status: it was granted at least that much,
         if by an earlier learner (one resumed from a checkpoint: its grants below what the
         actors had stepped freed no step, and its run stalled).
+        ``max_outstanding``: what one actor may hold granted and not delivered (None: all
+        that is available). Credit cannot be taken back: without a cap, a board that never
+        delivers takes a share of every grant until it holds the whole lead (it is frozen
+        only after credit_timeout_s), and no one else is granted again.
         """
         lost, stepped = lost or {}, stepped or {}
         known = sorted(known)
@@ -65,5 +77,90 @@ class CreditLedger:
             # sim-01 took every one of them.)
             behind = sorted(growing, key=lambda a: (self.granted[a], a))[:extra]
             for a in growing:
-                self.granted[a] += share + (a in behind)
+                more = share + (a in behind)
+                if max_outstanding is not None:
+                    held = self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)
+                    more = max(0, min(more, max_outstanding - max(0, held)))
+                self.granted[a] += more
         return {a: self.granted[a] for a in known}
+
+
+class Grants:
+    """What the learner granted each actor id: the session it was granted to, and the env
+    steps that session may take. The bound on what ingest takes from an actor, and on what a
+    status may claim. Fleet control writes a grant here before it publishes it (main
+    thread); ingest and the status check read it (their threads): every access holds a lock.
+
+        grants = Grants(run_dir / "grants.json", run_id, reserve=125)
+        grants.set("pi-01", session, 900)     # before the grant is published
+        grants.of("pi-01")                    # (session, 900), or None: never granted
+
+    With a ``path``, the grants outlive the process: ``path`` holds, per actor, a ceiling at
+    least every grant published, rewritten (atomically) only when a grant passes it, to that
+    grant plus ``reserve``. A learner resumed with the same run id loads the ceilings
+    (``load``): what was granted before still bounds the data, past its checkpoint too, and
+    a status can claim at most ``reserve`` steps more than the actor was really granted.
+    """
+
+    def __init__(self, path: Path | None = None, run_id: str = "", reserve: int = 0) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.reserve = reserve
+        self._lock = threading.Lock()
+        self._grants: dict[str, tuple[int, int]] = {}  # actor id -> (session, credit)
+        self._ceilings: dict[str, tuple[int, int]] = {}  # ... as written to ``path``
+        self.writes = 0
+
+    def set(self, actor: str, session: int, credit: int) -> None:
+        with self._lock:
+            self._grants[actor] = (session, credit)
+            if self.path is None:
+                return
+            ceiling = self._ceilings.get(actor)
+            if ceiling is not None and ceiling[0] == session and credit <= ceiling[1]:
+                return
+            self._ceilings[actor] = (session, credit + self.reserve)
+            self._write()
+
+    def of(self, actor: str) -> tuple[int, int] | None:
+        """``(session, credit)`` of ``actor``'s grant, or None if it was never granted."""
+        with self._lock:
+            return self._grants.get(actor)
+
+    def bound(self, actor: str, session: int) -> int:
+        """The env steps ``actor``'s process ``session`` may have taken: 0 if not granted."""
+        grant = self.of(actor)
+        return grant[1] if grant is not None and grant[0] == session else 0
+
+    def load(self) -> int:
+        """The ceilings a learner of this run id wrote before, as grants; how many."""
+        if self.path is None or not self.path.exists():
+            return 0
+        try:
+            saved = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return 0
+        if not isinstance(saved, dict) or saved.get("run_id") != self.run_id:
+            return 0
+        grants = saved.get("grants")
+        loaded = {
+            a: (g[0], g[1])
+            for a, g in (grants.items() if isinstance(grants, dict) else ())
+            if isinstance(g, list) and len(g) == 2 and _count(g[0]) and _count(g[1])
+        }
+        with self._lock:
+            self._grants.update(loaded)
+            self._ceilings.update(loaded)
+        return len(loaded)
+
+    def _write(self) -> None:  # holds _lock
+        assert self.path is not None
+        data = {"run_id": self.run_id, "grants": {a: list(g) for a, g in self._ceilings.items()}}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.path)
+        self.writes += 1
+
+
+def _count(v: object) -> bool:
+    return type(v) is int and 0 <= v < 2**53

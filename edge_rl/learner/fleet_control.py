@@ -17,7 +17,12 @@ transitions than the updates done so far have paid for (``RunConfig.env_steps_pa
 never more than the budget. An actor not known yet gets none: it announces itself with a
 status of this run on its own topic and is granted credit in the next round. Statuses of
 another run start are ignored; of two live processes under one id, the newcomer is
-refused (identity.py).
+refused (identity.py). A status is checked against what the learner granted: one whose
+counts (``env_steps``, or the transitions it says it sent, dropped or cut) pass its
+session's grant (``Grants``) is refused and counted (``status_over_credit``): an actor
+steps only under credit, so such a status is false, and its claim must not become credit.
+Each grant is written to ``Grants`` before it is published: ingest bounds an actor's data
+by it.
 
 The status registry is written on the transport's thread and read on the main thread (the
 live view, the summary): every access holds ``_lock``.
@@ -27,13 +32,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from edge_rl.config import RunConfig
-from edge_rl.learner.credit import CreditLedger
+from edge_rl.learner.credit import CreditLedger, Grants
 from edge_rl.learner.identity import Identities
 from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, RunState
 from edge_rl.wire.envelope import CodecError
@@ -57,6 +63,7 @@ def control_will(topics: Topics, run_id: str) -> tuple[str, bytes]:
 class FleetStats:
     status_rejected: int  # undecodable, or not from its own actor's topic
     status_other_run: int  # of another run start (or none yet): ignored
+    status_over_credit: int  # claims more env steps or transitions than its grant: refused
     actor_sessions_refused: int  # second live processes under one id (identity.py)
     credit_written_off: int  # sent, never received, granted again
     actors: Mapping[str, ActorStatus]  # each actor's last status
@@ -75,6 +82,8 @@ class FleetControl:
         received: Received,
         run_id: str,
         lost_at_learner: Callable[[], Mapping[str, int]] = dict,  # Ingest.lost
+        grants: Grants | None = None,
+        session_of: Mapping[str, int] | None = None,  # ingest's: whose data ``received`` counts
     ) -> None:
         self.cfg = cfg
         self.topics = topics
@@ -82,6 +91,12 @@ class FleetControl:
         self._publish = publish
         self._received = received
         self._lost_at_learner = lost_at_learner
+        # None: no bound on statuses nor on a new actor's share (a FleetControl on its own);
+        # the learner passes its own.
+        self._bound_by_grants = grants is not None
+        self.grants = grants if grants is not None else Grants()
+        self._session_of = session_of
+        self.status_over_credit = 0  # statuses that claim more than their grant: refused
         self._lock = threading.Lock()
         self._actors: dict[str, ActorStatus] = {}
         # The last runtime breakdown of each actor: kept apart because the last will says
@@ -115,6 +130,8 @@ class FleetControl:
         if status.run_id != self.run_id and status.state != "offline":
             self.status_other_run += 1
             return
+        if self._over_credit(status):
+            return
         with self._lock:
             if not self.ids.admit(status.actor_id, status.session, status.state):
                 return  # a will of a process not in this run, or a duplicate id (counted)
@@ -144,11 +161,37 @@ class FleetControl:
             return FleetStats(
                 status_rejected=self.status_rejected,
                 status_other_run=self.status_other_run,
+                status_over_credit=self.status_over_credit,
                 actor_sessions_refused=self.ids.refused_sessions,
                 credit_written_off=sum(self.written_off.values()),
                 actors=dict(self._actors),
                 breakdowns=dict(self._breakdowns),
             )
+
+    def _over_credit(self, status: ActorStatus) -> bool:
+        """Whether ``status`` claims more env steps or transitions than its session was
+        granted (counted, logged once). A will carries no counts."""
+        if status.state == "offline" or not self._bound_by_grants:
+            return False
+        s = status
+        claimed = max(
+            s.env_steps, s.transitions_sent + s.transitions_dropped + s.transitions_oversize
+        )
+        bound = self.grants.bound(s.actor_id, s.session)
+        if claimed <= bound:
+            return False
+        with self._lock:
+            self.status_over_credit += 1
+            first = self.status_over_credit == 1
+        if first:  # the counter says how often
+            log.warning(
+                "%s (session %d): a status claims %d env steps or transitions, granted %d: refused",
+                s.actor_id,
+                s.session,
+                claimed,
+                bound,
+            )
+        return True
 
     def actors(self) -> dict[str, ActorStatus]:
         with self._lock:
@@ -230,6 +273,7 @@ class FleetControl:
             grant = CreditGrant(self.run_id, owner, credit, self.ids.refused(actor))
             if self._grants.get(actor) != grant:
                 self._grants[actor] = grant
+                self.grants.set(actor, owner, credit)  # before an actor can step under it
                 self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
 
     def _lost(self, actor: str, received: int, at_learner: int) -> int:  # holds _lock
@@ -273,6 +317,7 @@ class FleetControl:
         allowed = cfg.env_steps_paying_for(updates) + cfg.max_lag_transitions
         allowed = min(allowed, cfg.total_env_steps)
         received, by_actor = self._received()
+        by_actor = self._owners_only(by_actor)
         # Only actors that announced themselves on their own status topic (which the broker's
         # ACL ties to their credentials) get credit; data from anyone else earns none.
         online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
@@ -284,4 +329,23 @@ class FleetControl:
         # counts as outstanding: the lead is never overcommitted).
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
         stepped = {a: self._actors[a].env_steps for a in online}
-        return self._ledger.grant(allowed, received, by_actor, sorted(online), lost, idle, stepped)
+        if self._bound_by_grants:
+            # What an idle actor holds does not count as outstanding: ingest takes no more
+            # of its data than its grant, nor past the budget, so the lead may be granted
+            # again to the others (overcommitted by at most what idle actors hold). Else a
+            # board that holds credit and never steps stalls the fleet at the budget's end.
+            for a in idle:
+                lost[a] = max(lost[a], self._ledger.granted.get(a, 0) - by_actor.get(a, 0))
+        # Bound by grants (the learner's), no actor holds more than half the lead: one that
+        # never delivers (a compromised board) cannot take all of it and stall the fleet.
+        cap = max(1, math.ceil((allowed - received) / 2)) if self._bound_by_grants else None
+        return self._ledger.grant(
+            allowed, received, by_actor, sorted(online), lost, idle, stepped, cap
+        )
+
+    def _owners_only(self, by_actor: Mapping[str, int]) -> dict[str, int]:  # holds _lock
+        """Of each actor, what the session that owns its id delivered (0 until the owner's
+        first batch is in): a new owner's credit starts from what it delivered."""
+        if self._session_of is None:
+            return dict(by_actor)
+        return {a: n for a, n in by_actor.items() if self._session_of.get(a) == self.ids.owner(a)}

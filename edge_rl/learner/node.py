@@ -30,6 +30,7 @@ from typing import Any
 from edge_rl.agents.algo import make_algo
 from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
+from edge_rl.learner.credit import Grants
 from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, saved_run_id
 from edge_rl.learner.fleet_control import FleetControl, control_will
 from edge_rl.learner.inbox import Inbox
@@ -100,7 +101,13 @@ class LearnerNode:
         # actors -> transitions -> inbox -> ingest -> replay
         self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
         rid, latest = self.run_id, lambda: self.broadcast.version
-        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, latest, rid)
+        # What fleet control granted, as published: the bound on each actor's data and claims
+        # (kept in run_dir, so that a resumed learner is bound by it too).
+        reserve = max(64, cfg.max_lag_transitions // 8)
+        self.grants = Grants(run_dir.grants, rid, reserve)
+        if resume:
+            self.grants.load()
+        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, latest, rid, self.grants)
         ingest_lost = self.ingest.lost  # what the learner itself lost: written off at once
         # Credit stops the fleet at the budget: no step is granted past it.
         self.inbox = Inbox(self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"])
@@ -121,7 +128,16 @@ class LearnerNode:
             cfg.export.every_updates,
         )
         # statuses in, control and credit out
-        self.fleet = FleetControl(cfg, topics, publish, self.ingest.received, rid, ingest_lost)
+        self.fleet = FleetControl(
+            cfg,
+            topics,
+            publish,
+            self.ingest.received,
+            rid,
+            ingest_lost,
+            self.grants,
+            self.ingest.accounting.session_of,
+        )
         self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
         self._fleet_alive = fleet_alive or (lambda: True)
         self.broker_dropped = 0  # $SYS counter of the whole broker, when it publishes one

@@ -15,6 +15,7 @@ What a learner run leaves (README.md's run-directory table says what each holds)
     breakdown.csv     the runtime breakdown, long format
     checkpoint/       the last checkpoint (checkpoint.old/, checkpoint.tmp/ while written)
     fleet/            the simulated fleet's logs
+    grants.json       the credit granted to each actor, as ceilings (bounds data on --resume)
     signing.key/.pub  the run's own policy signing key, unless the config names one
 """
 
@@ -95,6 +96,12 @@ class RunDir:
     def checkpoint_tmp(self) -> Path:
         """A checkpoint being written."""
         return self.path / "checkpoint.tmp"
+
+    @property
+    def grants(self) -> Path:
+        """The credit each actor was granted, as ceilings: what bounds its data after a
+        ``--resume`` too (learner/credit.py)."""
+        return self.path / "grants.json"
 
     @property
     def fleet_logs(self) -> Path:

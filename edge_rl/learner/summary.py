@@ -115,6 +115,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "broker_dropped_messages": r.broker_dropped,
         "status_rejected": f.status_rejected,
         "status_other_run": f.status_other_run,
+        "status_over_credit": f.status_over_credit,
         "actor_sessions_refused": f.actor_sessions_refused,
         "actors": {
             a.actor_id: {

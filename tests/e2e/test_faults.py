@@ -90,10 +90,13 @@ def test_a_batch_from_an_unknown_actor_id_and_an_actor_frozen_by_sigstop(
     benchmark): the checks of both hold together."""
     both = Fault("unknown_then_frozen", "unknown id, then SIGSTOP 8 s", unknown_then_frozen)
     row = run(tmp_path, both)
-    # The unknown id's batch: accepted once (valid data), counted against the budget,
-    # granted no credit: the run still ends at exactly its budget, and the fleet lost nothing.
-    assert row.foreign == 64 and row.lost == 0 and row.written_off == 0
-    assert row.received == STEPS - 64
+    # The unknown id's batch: valid data from an id that was never granted credit, so
+    # refused whole (not_granted), never in replay; the fleet's own transitions fill the
+    # budget exactly, and the fleet lost nothing.
+    assert row.foreign == 0 and row.lost == 0 and row.written_off == 0
+    assert row.summary["batches_rejected"].get("not_granted") == 1, row.summary
+    assert row.summary["transitions_rejected"] == 64
+    assert row.received == STEPS
     # The frozen actor: frozen longer than credit_timeout_s, resumed: it lost nothing,
     # nothing was duplicated.
     assert any("SIGCONT" in e for e in row.events)

@@ -120,6 +120,12 @@ class Accounting:
             self._by_actor[actor] += len(reward)
             self._total_by_actor[actor] += len(reward)
 
+    def accepted_from(self, key: SessionKey) -> int:
+        """Transitions in replay from ``key``'s session (0 if it is not the actor's current
+        one: a session's count starts when its first batch is taken)."""
+        actor, session = key
+        return self._by_actor[actor] if self._session_of.get(actor) == session else 0
+
     def forget(self, key: SessionKey) -> None:
         """A session no longer tracked: its open episode will not be finished here."""
         self._open.pop(key, None)

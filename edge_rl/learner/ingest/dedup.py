@@ -8,12 +8,20 @@ MQTT QoS 1 is at-least-once: a batch may arrive twice after a reconnect. Gaps in
 (batches an actor dropped from its spool, or the broker dropped) are counted, not waited
 for. Which sessions are tracked is ``Admission``'s call; ``forget`` drops one. Written on
 the ingest thread; ``stats`` is read at the run's end.
+
+A gap is bounded by the session's unused credit (``room``): every batch holds at least one
+transition, stepped under credit. A seq that would open a wider gap is refused
+(``over_credit``), so one message cannot make ``missing_batches`` 2^53. A session's first
+batch may number on from an earlier run start (protocol.md §6 rule 9): if its seq is past
+``room``, the seqs below it are not counted as missing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
+
+from edge_rl.learner.ingest.validate import Rejected
 
 SessionKey = tuple[str, int]  # (actor id, session)
 MAX_ABOVE = 10_000  # seqs kept above a gap; past it, the gap is given up on
@@ -54,11 +62,16 @@ class Dedup:
     def __init__(self) -> None:
         self._seqs: dict[SessionKey, SeqTracker] = {}
 
-    def first_time(self, key: SessionKey, seq: int) -> bool:
-        """Marks ``seq`` of ``key``'s session seen; False if it was before."""
+    def first_time(self, key: SessionKey, seq: int, room: int | None = None) -> bool:
+        """Marks ``seq`` of ``key``'s session seen; False if it was before. ``room``: the
+        session's unused credit (None: unbounded); raises ``Rejected("over_credit")`` for a
+        seq that would open a gap wider than that, marking nothing."""
         tracker = self._seqs.get(key)
         if tracker is None:
-            tracker = self._seqs[key] = SeqTracker()
+            floor = -1 if room is None or seq <= room else seq - 1
+            tracker = self._seqs[key] = SeqTracker(floor, max_seq=floor)
+        elif room is not None and seq - max(tracker.max_seq, tracker.floor) - 1 > room:
+            raise Rejected("over_credit", f"seq {seq} skips more batches than {room} steps")
         return tracker.first_time(seq)
 
     def forget(self, key: SessionKey) -> None:

@@ -9,11 +9,16 @@
 ``handle`` in data-flow order:
 
     decode_transitions   CodecError: bytes that are not a batch of this env (wire/)
-    Validator.origin     Rejected: another actor's topic, another run start, out of bounds
+    Validator.origin     Rejected: another actor's topic, another run start, out of bounds,
+                         implausible_reward (plausible.py)
     Admission.admit      Rejected: too_many_actors; an actor's oldest session forgotten
-    Dedup.first_time     a resend is counted as a duplicate, not as a reject
+    Dedup.first_time     a resend is counted as a duplicate, not as a reject; over_credit: a
+                         seq gap wider than the session's unused credit (0 if not granted)
     Validator.version    Rejected: unknown_policy, stale; the batch was seen (no gap), and
                          its transitions are the learner's own loss (lost.py)
+    Grants               Rejected: not_granted (an id never granted credit), not_owner (a
+                         session other than the one its id's grant is for), over_credit (past
+                         the session's grant): a share of replay never exceeds the grant
     Accounting           the budget cut, then replay.add, then the counters and episodes
 
 Both exceptions are counted per reason and logged once per reason (protocol.md §7); any
@@ -26,10 +31,12 @@ import logging
 from collections.abc import Callable, Mapping, Set
 
 from edge_rl.config import RunConfig
+from edge_rl.learner.credit import Grants
 from edge_rl.learner.ingest.accounting import Accounting, IngestStats
 from edge_rl.learner.ingest.admission import Admission
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.lost import LearnerLosses
+from edge_rl.learner.ingest.plausible import Bounds, bounds_for_run
 from edge_rl.learner.ingest.validate import Rejected, Validator
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.specs import EnvSpec
@@ -56,14 +63,25 @@ class Ingest:
         max_sessions_per_actor: int = 8,
         max_transitions: int | None = None,
         run_id: str | None = None,
+        grants: Grants | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
         """``max_transitions``: the run's budget; a batch that crosses it is cut there.
-        ``run_id``: only batches stepped for this start of the run are taken."""
+        ``run_id``: only batches stepped for this start of the run are taken. ``grants``:
+        what fleet control granted (None: no credit bound, for ingest on its own).
+        ``bounds``: the env's plausible observations and rewards (None: magnitudes only)."""
         self.spec = spec
         self.replay = replay
         self.max_payload_bytes = max_payload_bytes
+        self.grants = grants
         self.validate = Validator(
-            topics, run_id, latest_version, max_policy_lag, max_abs_observation, max_abs_reward
+            topics,
+            run_id,
+            latest_version,
+            max_policy_lag,
+            max_abs_observation,
+            max_abs_reward,
+            bounds,
         )
         self.admission = Admission(max_actors, max_sessions_per_actor)
         self.dedup = Dedup()
@@ -78,8 +96,10 @@ class Ingest:
         replay: ReplayBuffer,
         latest_version: Callable[[], int],
         run_id: str,
+        grants: Grants,
     ) -> Ingest:
-        """The learner's ingest: limits from the run config."""
+        """The learner's ingest: limits from the run config, data bounded by ``grants``,
+        plausibility from the env (``bounds_for_run``: may step it, a warm-up)."""
         return cls(
             spec,
             replay,
@@ -92,6 +112,8 @@ class Ingest:
             max_actors=cfg.fleet.max_actors,
             max_transitions=cfg.total_env_steps,
             run_id=run_id,
+            grants=grants,
+            bounds=bounds_for_run(cfg),
         )
 
     def handle(self, topic: str, payload: bytes) -> bool:
@@ -113,10 +135,13 @@ class Ingest:
         for old in self.admission.admit(*key):
             self.dedup.forget(old)
             self.accounting.forget(old)
-        if not self.dedup.first_time(key, batch.seq):
+        credit = self._credit_of(batch)
+        room = None if credit is None else max(0, credit - self.accounting.accepted_from(key))
+        if not self.dedup.first_time(key, batch.seq, room):
             self.accounting.duplicate(len(batch))
             return False
         self._check_version(batch)
+        self._check_grant(batch, credit, room)
         n = self.accounting.within_budget(len(batch))
         if n == 0:
             return False
@@ -124,6 +149,25 @@ class Ingest:
         self.replay.add(b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n])
         self.accounting.accepted(key, b.reward[:n], (b.terminated | b.truncated)[:n])
         return True
+
+    def _credit_of(self, batch: TransitionBatch) -> int | None:
+        """The credit of the session that sent ``batch``: 0 if the grant is not its (or
+        there is none); None if there are no grants to check."""
+        if self.grants is None:
+            return None
+        return self.grants.bound(batch.actor_id, batch.session)
+
+    def _check_grant(self, batch: TransitionBatch, credit: int | None, room: int | None) -> None:
+        """Only the granted session's data, and no more of it than its grant."""
+        if self.grants is None or credit is None or room is None:
+            return
+        grant = self.grants.of(batch.actor_id)
+        if grant is None:
+            raise Rejected("not_granted", f"{batch.actor_id!r} was granted no credit")
+        if batch.session != grant[0]:
+            raise Rejected("not_owner", f"session {batch.session}: the id is {grant[0]}'s")
+        if len(batch) > room:
+            raise Rejected("over_credit", f"{len(batch)} transitions, {room} of credit left")
 
     def _check_version(self, batch: TransitionBatch) -> None:
         """A refused version: sent, seen, never trained on, so lost for certain."""

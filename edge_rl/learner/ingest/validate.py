@@ -1,7 +1,7 @@
 """Checks of a decoded transition batch against the run (protocol.md §3.1, §7).
 
     check = Validator(topics, run_id, latest_version=lambda: broadcast.version)
-    check.origin(topic, batch)   # its own actor's topic, this run start, magnitudes in bounds
+    check.origin(topic, batch)   # its own actor's topic, this run start, values plausible
     check.version(batch)         # a policy the learner published, not older than max_policy_lag
 
 Each raises ``Rejected(reason)``: the bytes decoded (the codec raises ``CodecError`` for
@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from edge_rl.learner.ingest.plausible import Bounds
 from edge_rl.types import TransitionBatch
 from edge_rl.wire.topics import Topics
 
@@ -37,14 +38,18 @@ class Validator:
         max_policy_lag: int | None = None,
         max_abs_observation: float = 1e6,
         max_abs_reward: float = 1e6,
+        bounds: Bounds | None = None,
     ) -> None:
-        """``run_id``: only batches stepped for this start of the run pass (None: any)."""
+        """``run_id``: only batches stepped for this start of the run pass (None: any).
+        ``bounds``: the env's observation space and per-step rewards (plausible.py); None:
+        the generic magnitudes only."""
         self.topics = topics
         self.run_id = run_id
         self.latest_version = latest_version
         self.max_policy_lag = max_policy_lag
         self.max_abs_observation = max_abs_observation
         self.max_abs_reward = max_abs_reward
+        self.bounds = bounds
 
     def origin(self, topic: str, batch: TransitionBatch) -> None:
         """Published by the actor it names, for this run start, with values in bounds."""
@@ -53,6 +58,7 @@ class Validator:
         if self.run_id is not None and batch.run_id != self.run_id:
             raise Rejected("wrong_run", f"stepped for run {batch.run_id!r}")
         self._magnitudes(batch)
+        self._plausible(batch)
 
     def version(self, batch: TransitionBatch) -> None:
         """Acted under a policy the learner published, at most ``max_policy_lag`` behind."""
@@ -73,3 +79,18 @@ class Validator:
         big = np.abs(batch.reward).max()
         if big > self.max_abs_reward:
             raise Rejected("out_of_bounds", f"|reward| {big:.3g} > {self.max_abs_reward:g}")
+
+    def _plausible(self, batch: TransitionBatch) -> None:
+        """Inside the env's observation space, and rewards the env can give per step."""
+        b = self.bounds
+        if b is None or len(batch) == 0:
+            return
+        if b.obs_outside(batch.obs) or b.obs_outside(batch.next_obs):
+            raise Rejected("out_of_bounds", "an observation outside the observation space")
+        if b.reward_outside(batch.reward):
+            lo, hi = float(batch.reward.min()), float(batch.reward.max())
+            raise Rejected(
+                "implausible_reward",
+                f"rewards in [{lo:.3g}, {hi:.3g}], the env gives [{b.reward_low:.3g}, "
+                f"{b.reward_high:.3g}] per step ({b.reward_source})",
+            )

@@ -1,0 +1,117 @@
+"""What a transition of the run's env can hold: observation bounds from its observation
+space, and per-step reward bounds (protocol.md §3.1, security.md). A batch outside them is
+refused (``out_of_bounds``, ``implausible_reward``): a board with valid credentials that
+sends rewards of ±1e6 must not reach replay, even though they are finite and well-formed.
+
+    bounds = bounds_for_run(cfg)   # at the learner's start: may step the env (warm-up)
+    bounds.reward_source           # which rule gave the reward bounds
+
+Reward bounds, the first rule that applies:
+1. the run config's ``ingest.reward_low``/``ingest.reward_high``;
+2. a known per-step range (``KNOWN_REWARDS``, each with its source);
+3. a random policy's range over ``ingest.warmup_steps`` env steps on the learner host,
+   widened by ``ingest.warmup_margin`` times its width on each side: a trained policy earns
+   more per step than a random one (HalfCheetah: about -1..1 at random, 12-15 trained);
+4. the generic ``max_abs_reward`` (1e6), when there is no env to step or no warm-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edge_rl.config import RunConfig
+from edge_rl.envs import make_env
+
+log = logging.getLogger(__name__)
+
+# Per-step reward ranges known exactly from the env's own code (gymnasium 1.x).
+KNOWN_REWARDS: dict[str, tuple[float, float]] = {
+    # cartpole.py: reward = 1.0 on every step an actor takes (it resets on termination).
+    "CartPole-v1": (1.0, 1.0),
+    # pendulum.py: -(angle_normalize(th)^2 + 0.1 thdot^2 + 0.001 u^2), |th| <= pi,
+    # |thdot| <= max_speed = 8, |u| <= max_torque = 2.
+    "Pendulum-v1": (-(math.pi**2 + 0.1 * 8**2 + 0.001 * 2**2), 0.0),
+}
+OBS_TOLERANCE = 1e-5  # relative, for float32 rounding of an observation at its bound
+
+
+@dataclass(frozen=True)
+class Bounds:
+    obs_low: tuple[float, ...]  # per element of the flattened observation; -inf: unbounded
+    obs_high: tuple[float, ...]
+    reward_low: float
+    reward_high: float
+    reward_source: str  # "config", "known", "warm-up" or "generic"
+
+    def obs_outside(self, obs: np.ndarray) -> bool:
+        """Whether any observation in ``obs`` [n, *shape] is outside the space's bounds."""
+        flat = obs.reshape(len(obs), -1).astype(np.float64)
+        low, high = np.asarray(self.obs_low), np.asarray(self.obs_high)
+        tol_low = OBS_TOLERANCE * np.maximum(1.0, np.abs(np.where(np.isfinite(low), low, 0)))
+        tol_high = OBS_TOLERANCE * np.maximum(1.0, np.abs(np.where(np.isfinite(high), high, 0)))
+        return bool(np.any(flat < low - tol_low) or np.any(flat > high + tol_high))
+
+    def reward_outside(self, reward: np.ndarray) -> bool:
+        tol = OBS_TOLERANCE * max(1.0, abs(self.reward_low), abs(self.reward_high))
+        r = reward.astype(np.float64)
+        return bool(np.any(r < self.reward_low - tol) or np.any(r > self.reward_high + tol))
+
+
+def bounds_for_run(cfg: RunConfig) -> Bounds:
+    """The run's bounds; makes the env once (and steps it, for a warm-up)."""
+    env = make_env(cfg.env_id)
+    try:
+        low, high = obs_bounds(env.observation_space)
+        lo, hi, source = reward_bounds(cfg, env)
+    finally:
+        env.close()
+    log.info("ingest: rewards per step in [%g, %g] (%s)", lo, hi, source)
+    return Bounds(low, high, lo, hi, source)
+
+
+def obs_bounds(space: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A Box space's low and high, flattened (infinite where unbounded)."""
+    n = int(np.prod(space.shape))
+    if not hasattr(space, "low"):
+        return (-math.inf,) * n, (math.inf,) * n
+    low = np.broadcast_to(np.asarray(space.low, np.float64), space.shape).reshape(-1)
+    high = np.broadcast_to(np.asarray(space.high, np.float64), space.shape).reshape(-1)
+    return tuple(map(float, low)), tuple(map(float, high))
+
+
+def reward_bounds(cfg: RunConfig, env: Any) -> tuple[float, float, str]:
+    """``(low, high, source)`` by the rules in this module's docstring."""
+    ing = cfg.ingest
+    if ing.reward_low is not None and ing.reward_high is not None:
+        return ing.reward_low, ing.reward_high, "config"
+    if cfg.env_id in KNOWN_REWARDS:
+        return (*KNOWN_REWARDS[cfg.env_id], "known")
+    seen = warmup_rewards(env, ing.warmup_steps, cfg.seed) if ing.warmup_steps else None
+    if seen is not None:
+        lo, hi = seen
+        width = max(hi - lo, abs(lo), abs(hi), 1e-3)
+        return lo - ing.warmup_margin * width, hi + ing.warmup_margin * width, "warm-up"
+    return -cfg.max_abs_reward, cfg.max_abs_reward, "generic"
+
+
+def warmup_rewards(env: Any, steps: int, seed: int) -> tuple[float, float] | None:
+    """The smallest and largest reward of ``steps`` uniformly random env steps (None if
+    the env cannot be stepped)."""
+    try:
+        env.action_space.seed(seed)
+        env.reset(seed=seed)
+        lo, hi = math.inf, -math.inf
+        for _ in range(steps):
+            _, r, terminated, truncated, _ = env.step(env.action_space.sample())
+            lo, hi = min(lo, float(r)), max(hi, float(r))
+            if terminated or truncated:
+                env.reset()
+    except Exception:  # noqa: BLE001 - any env: fall back to the generic bound
+        log.exception("ingest: the reward warm-up failed; the generic bound applies")
+        return None
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
