@@ -10,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-quick test-bench test-deep bench venv clean pi-check
+.PHONY: run lint test test-quick test-bench test-deep bench venv clean pi-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,12 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/edge-rl learn --config examples/cartpole_dqn.yaml
 
-test: $(STAMP)
+# The formatter lays out the code and ruff checks it (complexity included) before any test.
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+test: lint
 	scripts/ensure-mosquitto
 	$(BIN)/python -m pytest -m "not deep"
 
