@@ -189,7 +189,10 @@ def account(fault: Fault, h: Harness, finished: bool, wall: float) -> Row:
         "spool overflow": dropped,
         "oversize": oversize,
         "ingest queue": s.get("ingest_queue_dropped_transitions", 0),
-        "rejected": s.get("transitions_rejected", 0) - h.notes.get("forged_transitions", 0),
+        # the fleet's own, refused: not what a fault forged or sent under an unknown id
+        "rejected": s.get("transitions_rejected", 0)
+        - h.notes.get("forged_transitions", 0)
+        - h.notes.get("foreign_sent", 0),
     }
     causes["in transit"] = lost - sum(causes.values())
     return Row(

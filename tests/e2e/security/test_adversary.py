@@ -250,12 +250,17 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
         node.ingest.handle = recording_handle
         with fleet:
             summary = node.run()
-            assert fleet.wait(30), "actors did not exit after the learner's stop"
+            # The run is over: every actor serves its result (no control message ends a
+            # board) until the fleet is stopped, and SIGTERM ends each one cleanly.
+            assert all(c is None for c in fleet.exit_codes()), fleet.exit_codes()
+            fleet.stop()
         evil.stop()
     codes = fleet.exit_codes()
 
-    # Alive to the end, and the run finished: the forged "stopped" never reached anyone.
+    # Alive to the end, and the run finished: the forged "stopped" never reached anyone (an
+    # actor it reached would report "stopped", not "serving").
     assert codes == [0, 0], codes
+    assert all(a["state"] == "serving" for a in summary["actors"].values()), summary["actors"]
     assert summary["env_steps"] == cfg.total_env_steps
     assert log["attacked_at"] < cfg.total_env_steps and len(log["sent"]) == 7 + 200 + 7 + 2
     assert log["ingest_counted"] and log["status_counted"], log

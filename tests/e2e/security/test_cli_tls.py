@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,10 @@ def test_learn_and_fleet_over_tls_with_passwords(
     )
     try:
         assert learner.wait(timeout=240) == 0, (tmp_path / "learn.out").read_text()[-4000:]
+        # The run is over: the fleet serves its result (no control message ends a board)
+        # until Ctrl-C, on which each actor exits cleanly.
+        assert fleet.poll() is None, (tmp_path / "fleet.out").read_text()[-4000:]
+        os.kill(fleet.pid, signal.SIGINT)
         assert fleet.wait(timeout=60) == 0, (tmp_path / "fleet.out").read_text()[-4000:]
     finally:
         for p in (learner, fleet):

@@ -260,11 +260,11 @@ def test_a_status_claiming_more_than_its_grant_is_refused_and_counted(claims, re
     status = ActorStatus("pi", "running", run_id=RID, session=7, **claims)
     fleet.on_status(TOPICS.status("pi"), encode_status(status))
     assert ("pi" in fleet.actors()) is recorded
-    assert fleet.counts()["status_over_credit"] == (not recorded)
+    assert fleet.stats().status_over_credit == (not recorded)
     # Another session of the id was granted nothing: any step it claims is refused.
     other = dataclasses.replace(status, session=8, env_steps=1, transitions_sent=0)
     fleet.on_status(TOPICS.status("pi"), encode_status(other))
-    assert fleet.counts()["status_over_credit"] == (not recorded) + 1
+    assert fleet.stats().status_over_credit == (not recorded) + 1
 
 
 def test_the_ledger_never_grants_from_a_refused_claim():
@@ -290,7 +290,7 @@ def test_the_ledger_never_grants_from_a_refused_claim():
     fleet.on_status(TOPICS.status("evil"), encode_status(stall))
     fleet.send("running", updates=50)  # 100 more steps: shared, none to the claim
     assert grants.of("evil") == (2, 150) and grants.of("honest") == (1, 150)
-    assert fleet.counts()["status_over_credit"] == 1
+    assert fleet.stats().status_over_credit == 1
 
 
 # --- the attacks against a real run ------------------------------------------------------
@@ -408,10 +408,10 @@ def run_attacked(tmp_path, broker, cfg, policy_keys, fast_board, wait_for, resum
         while not done.wait(0.2):
             progress.append((time.monotonic(), node.env_steps))
 
-    real_update = node.agent.update
+    real_update = node.algo.update
 
     def update_then_attack(*args, **kwargs):
-        if node.agent.updates == ATTACK_AT_UPDATE and "grant" not in log:
+        if node.algo.updates == ATTACK_AT_UPDATE and "grant" not in log:
             assert wait_for(lambda: node.grants.of(INTRUDER) is not None, 30)
             log["grant"] = node.grants.of(INTRUDER)[1]
             evil.play(log["grant"])
@@ -421,12 +421,15 @@ def run_attacked(tmp_path, broker, cfg, policy_keys, fast_board, wait_for, resum
             log["attacked_at"] = node.env_steps
         return real_update(*args, **kwargs)
 
-    node.agent.update = update_then_attack
+    node.algo.update = update_then_attack
     evil.announce()
     threading.Thread(target=sample, daemon=True).start()
     with fleet:
         summary = node.run()
-        assert fleet.wait(30), "actors did not exit after the learner's stop"
+        # The run is over: every actor serves its result (no control message ends a
+        # board) until the fleet is stopped, and SIGTERM ends each one cleanly.
+        assert all(c is None for c in fleet.exit_codes()), fleet.exit_codes()
+        fleet.stop()
     done.set()
     evil.stop()
     assert fleet.exit_codes() == [0, 0]
