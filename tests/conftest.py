@@ -109,6 +109,15 @@ def pytest_make_collect_report(collector):
         _as_failure(report)
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist (``make test`` runs two workers), the checks that read the
+    session's shared run go to one worker, so that the run is made once, not once a worker
+    (``--dist loadgroup``)."""
+    for item in items:
+        if "cartpole_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("cartpole_run"))
+
+
 @pytest.fixture(scope="session")
 def mosquitto() -> Iterator[EmbeddedBroker]:
     """One Mosquitto for the whole session. Tests share it: use unique topics."""

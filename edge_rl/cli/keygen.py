@@ -10,7 +10,8 @@ import click
 @click.command()
 @click.argument("key_file", type=click.Path(dir_okay=False))
 def keygen(key_file: str) -> None:
-    """Make a policy signing key pair: KEY_FILE (private, mode 0600) and KEY_FILE.pub.
+    """Make a policy signing key pair: KEY_FILE (private, mode 0600) and the public key
+    beside it, KEY_FILE with its suffix replaced by .pub (learner.key -> learner.pub).
 
     The learner signs with it (`edge-rl learn --signing-key KEY_FILE`); every board gets the
     .pub (`edge-rl actor --policy-key`, or `policy_public_key` in its board file).
