@@ -64,7 +64,10 @@ def test_compressed_run(algo, method, tmp_path, mosquitto_available, cli, tiny_l
     if method == "gst":  # circulant from the start, pruned to 75 % at the transition, then
         # the controller moves the target by 0.05 per window (down too, on tiny budgets)
         assert comp["transition_step"] is not None
-        assert comp["average_ratio"] > 0.5 and 0.5 <= min(comp["final_sparsity"]) <= 0.9
+        # (the controller's ceiling, 0.9, in whole 4x4 blocks of the 32x32 kernel: 58 of 64
+        # blocks, 0.906, is the nearest count at or above it)
+        ceiling = 0.9 + 1 / 64
+        assert comp["average_ratio"] > 0.5 and 0.5 <= min(comp["final_sparsity"]) <= ceiling
     else:  # the polynomial schedule ends at 0.9 within the budget
         assert min(comp["final_sparsity"]) == pytest.approx(0.9, abs=0.02)
         assert 0 < comp["average_ratio"] < comp["final_ratio"]

@@ -95,7 +95,10 @@ def test_a_batch_from_an_unknown_actor_id_and_an_actor_frozen_by_sigstop(
     # The unknown id's batch: valid data from an id that was never granted credit, so
     # refused whole (not_granted), never in replay; the fleet's own transitions fill the
     # budget exactly, and the fleet lost nothing.
-    assert row.foreign == 0 and row.lost == 0 and row.written_off == 0
+    # (Credit may be written off and granted again while the actor is frozen, if the machine
+    # is slow enough that it held credit for longer than credit_timeout_s: that is the
+    # frozen actor's part, counted, and nothing is lost or duplicated by it.)
+    assert row.foreign == 0 and row.lost == 0
     assert row.summary["batches_rejected"].get("not_granted") == 1, row.summary
     assert row.summary["transitions_rejected"] == 64
     assert row.received == STEPS
