@@ -277,7 +277,7 @@ def learner_kill_resume(h: Harness) -> None:
 
 
 def resume_argv(h: Harness) -> list[str]:
-    """``edge-rl learn --resume RUN_DIR`` against the same broker (branch wt-resume)."""
+    """``edge-rl learn --resume RUN_DIR`` against the same broker."""
     return [
         sys.executable,
         "-m",
