@@ -45,16 +45,6 @@ def greedy(out: np.ndarray, spec: EnvSpec) -> np.ndarray:
     return np.clip(a, low, high).reshape(spec.action_shape)
 
 
-def explore(
-    out: np.ndarray, exploration: dict[str, float], spec: EnvSpec, rng: np.random.Generator
-) -> np.ndarray:
-    """The model's output (Q-values, or an action in bounds) -> the action to take, with
-    the exploration the policy's manifest carries (``epsilon`` or ``sigma``)."""
-    if spec.discrete:
-        return epsilon_greedy(out, exploration.get("epsilon", 0.0), rng)
-    return gaussian(out, exploration.get("sigma", 0.0), spec, rng)
-
-
 class Explorer:
     """The actor loop's exploration, drawn from the RNG once per block of steps.
 
