@@ -156,6 +156,43 @@ class IngestConfig:
 
 
 @dataclass(frozen=True)
+class QuarantineConfig:
+    """When a board's data is so far off the fleet's that the learner isolates it
+    (learner/quarantine.py, docs/security.md): its credit stops, its data is refused
+    (``quarantined``) and, with ``evict``, its rows already in replay are dropped."""
+
+    enabled: bool = True
+    # Robust z-score (0.6745 × (x − median) / MAD over the judged boards) of a board's mean
+    # reward per step or mean episode return past which it is an outlier.
+    max_z: float = 5.0
+    # The MAD is at least this fraction of |median| (and 1e-3): boards that agree almost
+    # exactly (CartPole's reward is always 1) must not turn noise into a large z.
+    mad_floor: float = 0.1
+    # A board is judged on its last ``window_transitions`` transitions and last
+    # ``window_episodes`` returns, once it has at least ``min_transitions`` of them (and
+    # ``min_episodes`` for the return); a rule applies only with ``min_boards`` judged.
+    window_transitions: int = 2_000
+    window_episodes: int = 20
+    min_transitions: int = 500
+    min_episodes: int = 5
+    min_boards: int = 3
+    # Refusals: a board with at least ``min_refused`` refused batches, more than this
+    # fraction of all its batches (any board count: a refusal needs no fleet to compare).
+    max_refused_share: float = 0.5
+    min_refused: int = 10
+    evict: bool = True  # drop a quarantined board's rows from replay
+
+    def __post_init__(self) -> None:
+        if not (self.max_z > 0 and self.mad_floor >= 0 and 0 < self.max_refused_share <= 1):
+            raise ValueError("quarantine: max_z > 0, mad_floor >= 0, max_refused_share in (0, 1]")
+        counts = (self.window_transitions, self.window_episodes, self.min_boards, self.min_refused)
+        if min(counts) < 1 or self.min_transitions > self.window_transitions:
+            raise ValueError("quarantine: windows, min_boards, min_refused >= 1; min <= window")
+        if self.min_episodes > self.window_episodes or self.min_transitions < 1:
+            raise ValueError("quarantine: 1 <= min_transitions, min_episodes <= window_episodes")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     env_id: str
     algo: str = "dqn"
@@ -205,6 +242,7 @@ class RunConfig:
     energy: EnergyConfig = field(default_factory=EnergyConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    quarantine: QuarantineConfig = field(default_factory=QuarantineConfig)
 
     def __post_init__(self) -> None:
         if self.algo not in ("dqn", "td3"):

@@ -22,7 +22,11 @@ counts (``env_steps``, or the transitions it says it sent, dropped or cut) pass 
 session's grant (``Grants``) is refused and counted (``status_over_credit``): an actor
 steps only under credit, so such a status is false, and its claim must not become credit.
 Each grant is written to ``Grants`` before it is published: ingest bounds an actor's data
-by it.
+by it. No actor holds more than half the lead; one that holds credit and neither steps nor
+delivers for ``credit_timeout_s`` is granted no more, and what it holds is granted again to
+the others (the lead is overcommitted by at most what idle actors hold: ingest takes no
+more than a grant, nor past the budget). A quarantined board (learner/quarantine.py) is
+granted nothing more.
 
 The status registry is written on the transport's thread and read on the main thread (the
 live view, the summary): every access holds ``_lock``.
@@ -84,17 +88,19 @@ class FleetControl:
         lost_at_learner: Callable[[], Mapping[str, int]] = dict,  # Ingest.lost
         grants: Grants | None = None,
         session_of: Mapping[str, int] | None = None,  # ingest's: whose data ``received`` counts
+        quarantined: Callable[[str], bool] = lambda _actor: False,  # BoardWatch.is_quarantined
     ) -> None:
+        """``grants``: the record each grant is written to before it is published (the
+        learner's, which ingest reads; default: one of its own). Statuses and credit are
+        bounded by it either way. A ``quarantined`` board is granted nothing more."""
         self.cfg = cfg
         self.topics = topics
         self.run_id = run_id
         self._publish = publish
         self._received = received
         self._lost_at_learner = lost_at_learner
-        # None: no bound on statuses nor on a new actor's share (a FleetControl on its own);
-        # the learner passes its own.
-        self._bound_by_grants = grants is not None
         self.grants = grants if grants is not None else Grants()
+        self._quarantined = quarantined
         self._session_of = session_of
         self.status_over_credit = 0  # statuses that claim more than their grant: refused
         self._lock = threading.Lock()
@@ -171,7 +177,7 @@ class FleetControl:
     def _over_credit(self, status: ActorStatus) -> bool:
         """Whether ``status`` claims more env steps or transitions than its session was
         granted (counted, logged once). A will carries no counts."""
-        if status.state == "offline" or not self._bound_by_grants:
+        if status.state == "offline":
             return False
         s = status
         claimed = max(
@@ -320,25 +326,29 @@ class FleetControl:
         by_actor = self._owners_only(by_actor)
         # Only actors that announced themselves on their own status topic (which the broker's
         # ACL ties to their credentials) get credit; data from anyone else earns none.
-        online = {a for a, s in self._actors.items() if s.state not in ("offline", "stopped")}
+        # A quarantined board is left out: granted nothing more, and what it holds is no
+        # longer outstanding (ingest refuses its data).
+        online = {
+            a
+            for a, s in self._actors.items()
+            if s.state not in ("offline", "stopped") and not self._quarantined(a)
+        }
         at_learner = self._lost_at_learner()
         lost = {a: self._lost(a, by_actor.get(a, 0), at_learner.get(a, 0)) for a in online}
         # An actor that holds credit and neither steps nor delivers (stopped, or a board that
         # announces itself and does nothing) keeps what it has and is granted no more, so
-        # that it cannot sit on an ever larger share of the fleet's lead (what it holds still
-        # counts as outstanding: the lead is never overcommitted).
+        # that it cannot sit on an ever larger share of the fleet's lead.
         idle = {a for a in online if self._idle(a, by_actor.get(a, 0), lost[a])}
         stepped = {a: self._actors[a].env_steps for a in online}
-        if self._bound_by_grants:
-            # What an idle actor holds does not count as outstanding: ingest takes no more
-            # of its data than its grant, nor past the budget, so the lead may be granted
-            # again to the others (overcommitted by at most what idle actors hold). Else a
-            # board that holds credit and never steps stalls the fleet at the budget's end.
-            for a in idle:
-                lost[a] = max(lost[a], self._ledger.granted.get(a, 0) - by_actor.get(a, 0))
-        # Bound by grants (the learner's), no actor holds more than half the lead: one that
-        # never delivers (a compromised board) cannot take all of it and stall the fleet.
-        cap = max(1, math.ceil((allowed - received) / 2)) if self._bound_by_grants else None
+        # What an idle actor holds does not count as outstanding: ingest takes no more of
+        # its data than its grant, nor past the budget, so the lead may be granted again to
+        # the others (overcommitted by at most what idle actors hold). Else a board that
+        # holds credit and never steps stalls the fleet at the budget's end.
+        for a in idle:
+            lost[a] = max(lost[a], self._ledger.granted.get(a, 0) - by_actor.get(a, 0))
+        # No actor holds more than half the lead: one that never delivers (a compromised
+        # board) cannot take all of it and stall the fleet.
+        cap = max(1, math.ceil((allowed - received) / 2))
         return self._ledger.grant(
             allowed, received, by_actor, sorted(online), lost, idle, stepped, cap
         )

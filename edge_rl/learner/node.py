@@ -137,6 +137,7 @@ class LearnerNode:
             ingest_lost,
             self.grants,
             self.ingest.accounting.session_of,
+            self.ingest.watch.is_quarantined if self.ingest.watch else lambda _a: False,
         )
         self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
         self._fleet_alive = fleet_alive or (lambda: True)
@@ -292,4 +293,6 @@ class LearnerNode:
             final_eval=result,
             durable=self.durable.stats(),
             interrupted=self.stop.is_set(),
+            quarantine=self.ingest.watch.stats() if self.ingest.watch else None,
+            replay_rows=self.replay.rows_by_source(),
         )

@@ -2,6 +2,9 @@
 
 Stores ``terminated`` only: a truncated step (time limit) is a normal transition whose
 target bootstraps from ``next_obs`` (Gymnasium 1.x semantics; Pardo et al. 2018).
+
+Each row also holds the index of its source (the board that sent it; -1: none named), so
+that a quarantined board's rows can be counted and evicted (learner/quarantine.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ class ReplayBuffer:
         self._action = np.zeros((capacity, *act_shape), spec.action_dtype)
         self._reward = np.zeros(capacity, np.float32)
         self._terminated = np.zeros(capacity, np.float32)
+        self._source = np.full(capacity, -1, np.int32)  # index into _sources; -1: none
+        self._sources: list[str] = []
+        self._source_index: dict[str, int] = {}
         self._next = 0  # index the next transition goes to
         self._size = 0
         self.added = 0  # total ever added
@@ -44,8 +50,10 @@ class ReplayBuffer:
         reward: np.ndarray,
         next_obs: np.ndarray,
         terminated: np.ndarray,
+        source: str | None = None,
     ) -> None:
-        """Add ``n`` transitions (leading axis); the oldest are overwritten when full."""
+        """Add ``n`` transitions (leading axis); the oldest are overwritten when full.
+        ``source``: the board they came from."""
         n = int(reward.shape[0])
         if n > self.capacity:  # only the newest `capacity` can survive anyway
             obs, action, reward = (
@@ -57,6 +65,7 @@ class ReplayBuffer:
             n = self.capacity
         with self._lock:
             idx = (self._next + np.arange(n)) % self.capacity  # [n]
+            self._source[idx] = -1 if source is None else self._index_of(source)
             self._obs[idx] = obs
             self._action[idx] = action
             self._reward[idx] = reward
@@ -80,6 +89,38 @@ class ReplayBuffer:
                 self._terminated[idx],
             )
 
+    def rows_by_source(self) -> dict[str, int]:
+        """Rows in replay of each named source (a board's share of replay)."""
+        with self._lock:
+            counts = np.bincount(self._source[: self._size] + 1, minlength=len(self._sources) + 1)
+        return {s: int(counts[i + 1]) for i, s in enumerate(self._sources) if counts[i + 1]}
+
+    def evict(self, source: str) -> int:
+        """Drop every row of ``source``; how many. The rows kept stay in their order, the
+        oldest first, so that the ring overwrites the oldest next."""
+        with self._lock:
+            i = self._source_index.get(source)
+            if i is None:
+                return 0
+            order = np.arange(self._size)
+            if self._size == self.capacity:
+                order = np.roll(order, -self._next)  # oldest first
+            keep = order[self._source[order] != i]
+            dropped = self._size - len(keep)
+            if dropped:
+                for column in self._columns().values():
+                    column[: len(keep)] = column[keep]
+                self._size = len(keep)
+                self._next = self._size % self.capacity
+            return dropped
+
+    def _index_of(self, source: str) -> int:  # holds _lock
+        i = self._source_index.get(source)
+        if i is None:
+            i = self._source_index[source] = len(self._sources)
+            self._sources.append(source)
+        return i
+
     def observations(self, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """Up to ``n`` distinct stored observations (for calibration and parity checks)."""
         with self._lock:
@@ -101,6 +142,7 @@ class ReplayBuffer:
                 "added": self.added,
                 "capacity": self.capacity,
                 "rng": self._rng.bit_generator.state,
+                "sources": list(self._sources),
             }
         return PartState(meta, arrays)
 
@@ -119,6 +161,8 @@ class ReplayBuffer:
                 dest[:n] = arrays[name]
             self._size = n
             self._next = int(meta["next"]) % self.capacity
+            self._sources = [str(s) for s in meta.get("sources", [])]
+            self._source_index = {s: i for i, s in enumerate(self._sources)}
             self.added = meta["added"]
             self._rng.bit_generator.state = meta["rng"]
 
@@ -129,4 +173,5 @@ class ReplayBuffer:
             "reward": self._reward,
             "next_obs": self._next_obs,
             "terminated": self._terminated,
+            "source": self._source,
         }

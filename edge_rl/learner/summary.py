@@ -10,7 +10,8 @@ Each part reports itself (its ``stats()``); this module only lays the figures ou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from edge_rl.learner.outbound.broadcast import BroadcastStats
 from edge_rl.learner.outbound.exporter import ExporterStats
 from edge_rl.learner.outbound.packager import PackagerStats
 from edge_rl.learner.outbound.selection import SelectionStats
+from edge_rl.learner.quarantine import QuarantineStats
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.runtime.evaluate import EvalResult
 from edge_rl.telemetry import breakdown, energy
@@ -58,6 +60,8 @@ class RunRecord:
     final_eval: EvalResult | None  # the deployed policy, greedily, in LiteRT
     durable: DurableStats
     interrupted: bool = False  # ended by SIGTERM/SIGINT: checkpointed, not finished, no eval
+    quarantine: QuarantineStats | None = None  # per-board figures and who was isolated
+    replay_rows: Mapping[str, int] = field(default_factory=dict)  # each board's rows in replay
 
 
 def write_summary(run_dir: RunDir, r: RunRecord) -> dict[str, Any]:
@@ -117,6 +121,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "status_other_run": f.status_other_run,
         "status_over_credit": f.status_over_credit,
         "actor_sessions_refused": f.actor_sessions_refused,
+        **quarantine_summary(r),
         "actors": {
             a.actor_id: {
                 "state": a.state,
@@ -134,6 +139,22 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         },
         "runtime_breakdown": r.runtime_breakdown,
         "energy": energy_summary(r),
+    }
+
+
+def quarantine_summary(r: RunRecord) -> dict[str, Any]:
+    """``quarantined``: each isolated board's verdict (rule, figure, fleet median, z, env
+    steps, rows evicted); ``boards``: each board's figures and its rows in replay."""
+    q = r.quarantine
+    if q is None:
+        return {"quarantined": {}, "boards": {}}
+    boards = {
+        a: {**asdict(f), "replay_rows": r.replay_rows.get(a, 0)}
+        for a, f in sorted(q.boards.items())
+    }
+    return {
+        "quarantined": {a: asdict(v) for a, v in sorted(q.quarantined.items())},
+        "boards": boards,
     }
 
 

@@ -132,10 +132,12 @@ def _stats(row: dict[str, Any]) -> Table:
         ("rejected", "transitions_rejected"),
         ("duplicate", "transitions_duplicate"),
         ("fleet", "fleet_state"),
+        ("quarantined", "quarantined"),
     ]
     for title, _ in cols:
         t.add_column(title, justify="right")
-    t.add_row(*[_fmt(row[k]) if isinstance(row[k], float) else str(row[k]) for _, k in cols])
+    values = [row.get(k, "-") for _, k in cols]
+    t.add_row(*[_fmt(v) if isinstance(v, float) else str(v) for v in values])
     return t
 
 

@@ -104,9 +104,10 @@ class Accounting:
                 self._counts["over_budget"] += n - fits
         return fits
 
-    def accepted(self, key: SessionKey, reward: np.ndarray, done: np.ndarray) -> None:
+    def accepted(self, key: SessionKey, reward: np.ndarray, done: np.ndarray) -> list[float]:
         """``len(reward)`` transitions of ``key``'s session went into replay; ``done``
-        (terminated or truncated) ends an episode, whose return then counts."""
+        (terminated or truncated) ends an episode, whose return then counts. The returns
+        of the episodes it ended."""
         actor, session = key
         finished = self._finish_episodes(key, reward, done)
         with self._lock:
@@ -119,6 +120,7 @@ class Accounting:
             self._session_of[actor] = session
             self._by_actor[actor] += len(reward)
             self._total_by_actor[actor] += len(reward)
+        return finished
 
     def accepted_from(self, key: SessionKey) -> int:
         """Transitions in replay from ``key``'s session (0 if it is not the actor's current

@@ -11,6 +11,7 @@
     decode_transitions   CodecError: bytes that are not a batch of this env (wire/)
     Validator.origin     Rejected: another actor's topic, another run start, out of bounds,
                          implausible_reward (plausible.py)
+    BoardWatch           Rejected: quarantined (a board isolated by learner/quarantine.py)
     Admission.admit      Rejected: too_many_actors; an actor's oldest session forgotten
     Dedup.first_time     a resend is counted as a duplicate, not as a reject; over_credit: a
                          seq gap wider than the session's unused credit (0 if not granted)
@@ -20,6 +21,8 @@
                          session other than the one its id's grant is for), over_credit (past
                          the session's grant): a share of replay never exceeds the grant
     Accounting           the budget cut, then replay.add, then the counters and episodes
+    BoardWatch.judge     each board's figures against the fleet's (at most once a second):
+                         a board it quarantines has its rows evicted from replay
 
 Both exceptions are counted per reason and logged once per reason (protocol.md §7); any
 other exception is counted as ``internal_error`` and logged with its traceback.
@@ -28,6 +31,7 @@ other exception is counted as ``internal_error`` and logged with its traceback.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Set
 
 from edge_rl.config import RunConfig
@@ -38,6 +42,7 @@ from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.lost import LearnerLosses
 from edge_rl.learner.ingest.plausible import Bounds, bounds_for_run
 from edge_rl.learner.ingest.validate import Rejected, Validator
+from edge_rl.learner.quarantine import BoardWatch
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.specs import EnvSpec
 from edge_rl.types import TransitionBatch
@@ -46,6 +51,10 @@ from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import decode_transitions, peek_count
 
 log = logging.getLogger(__name__)
+
+# Refusals a board is not to blame for (the learner's own lag or limits, or a board already
+# isolated): they do not count toward its refused share.
+NOT_BLAMED = frozenset({"quarantined", "stale", "too_many_actors", "internal_error"})
 
 
 class Ingest:
@@ -65,15 +74,22 @@ class Ingest:
         run_id: str | None = None,
         grants: Grants | None = None,
         bounds: Bounds | None = None,
+        watch: BoardWatch | None = None,
+        evict: bool = True,
     ) -> None:
         """``max_transitions``: the run's budget; a batch that crosses it is cut there.
         ``run_id``: only batches stepped for this start of the run are taken. ``grants``:
         what fleet control granted (None: no credit bound, for ingest on its own).
-        ``bounds``: the env's plausible observations and rewards (None: magnitudes only)."""
+        ``bounds``: the env's plausible observations and rewards (None: magnitudes only).
+        ``watch``: per-board figures and quarantine (None: none); ``evict``: a quarantined
+        board's rows leave replay."""
         self.spec = spec
         self.replay = replay
         self.max_payload_bytes = max_payload_bytes
         self.grants = grants
+        self.watch = watch
+        self.evict = evict
+        self.topics = topics
         self.validate = Validator(
             topics,
             run_id,
@@ -114,6 +130,8 @@ class Ingest:
             run_id=run_id,
             grants=grants,
             bounds=bounds_for_run(cfg),
+            watch=BoardWatch(cfg.quarantine, cfg.fleet.max_actors),
+            evict=cfg.quarantine.evict,
         )
 
     def handle(self, topic: str, payload: bytes) -> bool:
@@ -122,6 +140,9 @@ class Ingest:
             return self._handle(topic, payload)
         except (CodecError, Rejected) as e:
             self.accounting.reject(e.reason, str(e), peek_count(payload))
+            if self.watch is not None and e.reason not in NOT_BLAMED:
+                self.watch.refused(self.topics.actor_of(topic))
+                self._judge()
         except Exception as e:  # noqa: BLE001 - a payload must never kill the ingest thread
             log.exception("unexpected error ingesting a batch from %s", topic)
             message = f"internal_error: {type(e).__name__}: {e}"
@@ -131,6 +152,8 @@ class Ingest:
     def _handle(self, topic: str, payload: bytes) -> bool:
         batch = decode_transitions(payload, self.spec, self.max_payload_bytes)
         self.validate.origin(topic, batch)  # until it passes, seq is untrusted: a gap stays
+        if self.watch is not None and self.watch.is_quarantined(batch.actor_id):
+            raise Rejected("quarantined", f"{batch.actor_id!r} is in quarantine")
         key = (batch.actor_id, batch.session)
         for old in self.admission.admit(*key):
             self.dedup.forget(old)
@@ -146,9 +169,22 @@ class Ingest:
         if n == 0:
             return False
         b = batch
-        self.replay.add(b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n])
-        self.accounting.accepted(key, b.reward[:n], (b.terminated | b.truncated)[:n])
+        self.replay.add(
+            b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n], b.actor_id
+        )
+        returns = self.accounting.accepted(key, b.reward[:n], (b.terminated | b.truncated)[:n])
+        if self.watch is not None:
+            self.watch.accepted(b.actor_id, b.reward[:n], returns)
+            self._judge()
         return True
+
+    def _judge(self) -> None:
+        """The quarantine rule; a board it isolates has its rows evicted (with ``evict``).
+        Here, on the ingest thread: no batch of the board can be added after the eviction."""
+        assert self.watch is not None
+        for verdict in self.watch.judge(self.accounting.transitions, time.monotonic()):
+            if self.evict:
+                self.watch.evicted(verdict.actor, self.replay.evict(verdict.actor))
 
     def _credit_of(self, batch: TransitionBatch) -> int | None:
         """The credit of the session that sent ``batch``: 0 if the grant is not its (or
@@ -209,8 +245,11 @@ class Ingest:
 
     def state(self) -> dict:
         """The parts' states in one flat dict: "stats", "session_of", "episode_returns"
-        (accounting), "sessions" (admission), "seqs" (dedup)."""
-        return {**self.accounting.state(), **self.admission.state(), **self.dedup.state()}
+        (accounting), "sessions" (admission), "seqs" (dedup), "quarantine" (the board watch)."""
+        state = {**self.accounting.state(), **self.admission.state(), **self.dedup.state()}
+        if self.watch is not None:
+            state["quarantine"] = self.watch.state()
+        return state
 
     def load_state(self, state: Mapping, restarted: Set[str] = frozenset()) -> None:
         """``restarted``: actors whose processes are new (the resumed learner's own
@@ -218,3 +257,5 @@ class Ingest:
         self.accounting.load_state(state, restarted)
         self.admission.load_state(state, restarted)
         self.dedup.load_state(state, restarted)
+        if self.watch is not None and "quarantine" in state:
+            self.watch.load_state(state["quarantine"])

@@ -1,0 +1,287 @@
+"""Quarantine: per-board statistics, and the rule that isolates a board whose data is far
+off the fleet's.
+
+    watch = BoardWatch(cfg.quarantine, max_boards=cfg.fleet.max_actors)
+    watch.accepted("pi-01", reward, returns)   # ingest thread: a batch went into replay
+    watch.refused("pi-01")                     # ingest thread: a batch of its topic refused
+    for verdict in watch.judge(env_steps):     # ingest thread: new quarantines (logged once)
+        replay.evict(verdict.actor)
+    watch.is_quarantined("pi-01")              # any thread: ingest refuses, credit stops
+
+Plausibility (ingest/plausible.py) bounds each transition by what the env can produce; a
+compromised board can still send data inside those bounds that no honest board of the
+fleet produces (every reward at the bound's edge, episodes that end at once). The boards
+of one run act with the same policies in the same env, so their recent figures agree up
+to noise. The rule, with ``QuarantineConfig``'s figures:
+
+* a board is judged on its last ``window_transitions`` transitions (mean reward per step)
+  and its last ``window_episodes`` returns (mean return), once it has ``min_transitions``
+  (``min_episodes``) of them;
+* with at least ``min_boards`` judged boards, each figure's robust z-score is
+  ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, 1e-3)`` over the judged boards
+  not in quarantine; ``|z| > max_z`` on either figure quarantines the board (both ways: a
+  board far below the fleet is as suspect as one above it);
+* a board with ``min_refused`` refused batches or more, more than ``max_refused_share`` of
+  all its batches, is quarantined whatever the fleet's size.
+
+Quarantine is for the rest of the run (resume included: ``state``/``load_state``). Every
+access holds ``_lock``: the ingest thread writes, fleet control and the meter read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from edge_rl.config import QuarantineConfig
+
+log = logging.getLogger(__name__)
+
+Z_SCALE = 0.6745  # the normal's 75th percentile: a MAD-based z matches a std-based one
+MIN_SCALE = 1e-3
+
+
+def robust_z(values: Mapping[str, float], mad_floor: float) -> dict[str, float]:
+    """Each value's robust z-score against the median and MAD of all of them; the MAD is at
+    least ``mad_floor`` × |median| and 1e-3, so that near-equal values give small scores."""
+    if not values:
+        return {}
+    xs = np.fromiter(values.values(), float, len(values))
+    median = float(np.median(xs))
+    mad = float(np.median(np.abs(xs - median)))
+    scale = max(mad, mad_floor * abs(median), MIN_SCALE)
+    return {k: Z_SCALE * (v - median) / scale for k, v in values.items()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a board was quarantined: ``rule`` is ``reward`` (mean reward per step),
+    ``return`` (mean episode return) or ``refused`` (share of refused batches)."""
+
+    actor: str
+    rule: str
+    value: float  # the board's figure
+    fleet: float  # the fleet's median (for ``refused``: the threshold)
+    z: float  # robust z-score (for ``refused``: 0)
+    env_steps: int  # of the run, when it was quarantined
+    rows_evicted: int = 0
+
+
+@dataclass(frozen=True)
+class BoardFigures:
+    """One board as the rule sees it (the summary's ``boards``)."""
+
+    transitions: int  # taken into replay, in all
+    batches: int  # taken
+    refused: int  # batches of its topic refused
+    window: int  # transitions in the reward window
+    mean_reward: float | None
+    std_reward: float | None
+    returns: int  # episode returns in the return window
+    mean_return: float | None
+    std_return: float | None
+
+
+@dataclass(frozen=True)
+class QuarantineStats:
+    quarantined: Mapping[str, Verdict]
+    boards: Mapping[str, BoardFigures]
+
+
+class _Board:
+    """A board's windows: (n, sum, sum of squares) per batch, and its recent returns."""
+
+    def __init__(self, window_episodes: int) -> None:
+        self.batches: deque[tuple[int, float, float]] = deque()
+        self.n = 0
+        self.sum = 0.0
+        self.sumsq = 0.0
+        self.returns: deque[float] = deque(maxlen=window_episodes)
+        self.transitions = 0
+        self.taken = 0
+        self.refused = 0
+
+    def add(self, reward: np.ndarray, window: int) -> None:
+        r = reward.astype(np.float64)
+        entry = (len(r), float(r.sum()), float(np.square(r).sum()))
+        self.batches.append(entry)
+        self.n, self.sum, self.sumsq = self.n + entry[0], self.sum + entry[1], self.sumsq + entry[2]
+        while len(self.batches) > 1 and self.n - self.batches[0][0] >= window:
+            n, s, q = self.batches.popleft()
+            self.n, self.sum, self.sumsq = self.n - n, self.sum - s, self.sumsq - q
+        self.transitions += entry[0]
+        self.taken += 1
+
+    def figures(self) -> BoardFigures:
+        mean = self.sum / self.n if self.n else None
+        std = max(0.0, self.sumsq / self.n - mean**2) ** 0.5 if mean is not None else None
+        rets = np.array(self.returns, float)
+        return BoardFigures(
+            self.transitions,
+            self.taken,
+            self.refused,
+            self.n,
+            mean,
+            std,
+            len(rets),
+            float(rets.mean()) if len(rets) else None,
+            float(rets.std()) if len(rets) else None,
+        )
+
+    def state(self) -> dict:
+        return {
+            "batches": [list(b) for b in self.batches],
+            "returns": list(self.returns),
+            "counts": [self.transitions, self.taken, self.refused],
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping, window_episodes: int) -> _Board:
+        board = cls(window_episodes)
+        for n, s, q in state["batches"]:
+            board.batches.append((int(n), float(s), float(q)))
+            board.n, board.sum, board.sumsq = board.n + int(n), board.sum + s, board.sumsq + q
+        board.returns.extend(float(r) for r in state["returns"])
+        board.transitions, board.taken, board.refused = (int(c) for c in state["counts"])
+        return board
+
+
+class BoardWatch:
+    def __init__(self, cfg: QuarantineConfig, max_boards: int = 10_000, every_s: float = 1.0):
+        """``max_boards``: at most this many boards have figures kept (fleet.max_actors).
+        ``every_s``: ``judge`` applies the rule at most this often (by the caller's clock)."""
+        self.cfg = cfg
+        self.max_boards = max_boards
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._boards: dict[str, _Board] = {}
+        self._quarantined: dict[str, Verdict] = {}
+        self._last_judged: float | None = None
+
+    # --- ingest thread -----------------------------------------------------------------
+
+    def accepted(self, actor: str, reward: np.ndarray, returns: Iterable[float]) -> None:
+        """A batch of ``actor`` went into replay; ``returns`` of the episodes it ended."""
+        with self._lock:
+            board = self._board(actor)
+            if board is None:
+                return
+            board.add(reward, self.cfg.window_transitions)
+            board.returns.extend(returns)
+
+    def refused(self, actor: str | None) -> None:
+        """A batch on ``actor``'s topic was refused (by a reason the board is to blame for)."""
+        if actor is None:
+            return
+        with self._lock:
+            board = self._board(actor)
+            if board is not None:
+                board.refused += 1
+
+    def judge(self, env_steps: int, now: float) -> list[Verdict]:
+        """The rule, at most every ``every_s`` of ``now``: the boards it newly quarantines,
+        each logged once."""
+        if not self.cfg.enabled:
+            return []
+        if self._last_judged is not None and now - self._last_judged < self.every_s:
+            return []
+        self._last_judged = now
+        with self._lock:
+            found = self._verdicts(env_steps)
+            for v in found:
+                self._quarantined[v.actor] = v
+        for v in found:
+            log.warning(
+                "board %s quarantined at %d env steps: its %s %.4g is off the fleet's %.4g "
+                "(z %.1f); its credit stops and its data is refused",
+                v.actor,
+                v.env_steps,
+                v.rule,
+                v.value,
+                v.fleet,
+                v.z,
+            )
+        return found
+
+    def evicted(self, actor: str, rows: int) -> None:
+        """``rows`` of ``actor``'s were dropped from replay."""
+        with self._lock:
+            v = self._quarantined.get(actor)
+            if v is not None:
+                self._quarantined[actor] = replace(v, rows_evicted=v.rows_evicted + rows)
+
+    # --- any thread ----------------------------------------------------------------------
+
+    def is_quarantined(self, actor: str) -> bool:
+        with self._lock:
+            return actor in self._quarantined
+
+    def quarantined(self) -> dict[str, Verdict]:
+        with self._lock:
+            return dict(self._quarantined)
+
+    def stats(self) -> QuarantineStats:
+        with self._lock:
+            return QuarantineStats(
+                dict(self._quarantined), {a: b.figures() for a, b in self._boards.items()}
+            )
+
+    # --- the rule (holds _lock) ---------------------------------------------------------
+
+    def _verdicts(self, env_steps: int) -> list[Verdict]:
+        cfg = self.cfg
+        found: dict[str, Verdict] = {}
+        free = {a: b.figures() for a, b in self._boards.items() if a not in self._quarantined}
+        for actor, f in free.items():
+            batches = f.batches + f.refused
+            if f.refused >= cfg.min_refused and f.refused > cfg.max_refused_share * batches:
+                share = f.refused / batches
+                found[actor] = Verdict(
+                    actor, "refused", share, cfg.max_refused_share, 0.0, env_steps
+                )
+        rewards = {
+            a: f.mean_reward
+            for a, f in free.items()
+            if f.window >= cfg.min_transitions and f.mean_reward is not None
+        }
+        returns = {
+            a: f.mean_return
+            for a, f in free.items()
+            if f.returns >= cfg.min_episodes and f.mean_return is not None
+        }
+        for rule, values in (("reward", rewards), ("return", returns)):
+            if len(values) < cfg.min_boards:
+                continue
+            median = float(np.median(list(values.values())))
+            for actor, z in robust_z(values, cfg.mad_floor).items():
+                if abs(z) > cfg.max_z and actor not in found:
+                    found[actor] = Verdict(actor, rule, values[actor], median, z, env_steps)
+        return list(found.values())
+
+    def _board(self, actor: str) -> _Board | None:  # holds _lock
+        board = self._boards.get(actor)
+        if board is None and len(self._boards) < self.max_boards:
+            board = self._boards[actor] = _Board(self.cfg.window_episodes)
+        return board
+
+    # --- durable runs: the checkpoint's "quarantine" part ------------------------------
+
+    def state(self) -> dict:
+        with self._lock:
+            return {
+                "boards": {a: b.state() for a, b in self._boards.items()},
+                "quarantined": {a: asdict(v) for a, v in self._quarantined.items()},
+            }
+
+    def load_state(self, state: Mapping) -> None:
+        with self._lock:
+            self._boards = {
+                a: _Board.from_state(b, self.cfg.window_episodes)
+                for a, b in state["boards"].items()
+            }
+            self._quarantined = {a: Verdict(**v) for a, v in state["quarantined"].items()}

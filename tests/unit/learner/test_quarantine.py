@@ -1,0 +1,217 @@
+"""The quarantine rule (learner/quarantine.py), replay's per-row source and eviction, and
+ingest refusing a quarantined board's data."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from edge_rl.config import QuarantineConfig
+from edge_rl.envs import env_spec
+from edge_rl.learner.ingest.ingest import Ingest
+from edge_rl.learner.quarantine import BoardWatch, robust_z
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.types import TransitionBatch
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import encode_transitions
+
+RULE = QuarantineConfig(min_transitions=100, window_transitions=200, min_episodes=2)
+
+
+def feed(watch: BoardWatch, actor: str, reward: float, n: int = 200, returns=()) -> None:
+    watch.accepted(actor, np.full(n, reward, np.float32), list(returns))
+
+
+def test_robust_z_is_the_mad_score_with_a_floor():
+    z = robust_z({"a": 1.0, "b": 2.0, "c": 3.0, "d": 100.0}, mad_floor=0.0)
+    # median 2.5, |x - 2.5| = 1.5, 0.5, 0.5, 97.5: MAD 1.0
+    assert z == pytest.approx(
+        {"a": -1.5 * 0.6745, "b": -0.5 * 0.6745, "c": 0.5 * 0.6745, "d": 97.5 * 0.6745}
+    )
+    # All equal: the floor (10 % of |median|) keeps a small difference small.
+    z = robust_z({"a": -6.0, "b": -6.0, "c": -6.0, "d": -6.3}, mad_floor=0.1)
+    assert max(abs(v) for v in z.values()) == pytest.approx(0.6745 * 0.3 / 0.6)
+    assert robust_z({}, 0.1) == {}
+
+
+CASES = [  # (name, each board's mean reward per step, who is quarantined)
+    ("an honest fleet, noisy", {"a": -6.1, "b": -5.4, "c": -6.9, "d": -5.9}, set()),
+    ("one board at the bound's edge", {"a": -6.1, "b": -5.4, "c": -6.9, "evil": 0.0}, {"evil"}),
+    ("one board far below", {"a": -1.0, "b": -1.1, "c": -0.9, "evil": -16.0}, {"evil"}),
+    ("two boards: too few to judge", {"a": -6.0, "evil": 0.0}, set()),
+    ("three boards, one off", {"a": -6.0, "b": -6.2, "evil": 0.0}, {"evil"}),
+]
+
+
+@pytest.mark.parametrize(("name", "means", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_a_board_whose_mean_reward_is_far_off_the_fleets_is_quarantined(name, means, expected):
+    watch = BoardWatch(RULE)
+    for actor, mean in means.items():
+        feed(watch, actor, mean)
+    verdicts = watch.judge(env_steps=800, now=0.0)
+    assert {v.actor for v in verdicts} == expected
+    assert all(v.rule == "reward" and abs(v.z) > RULE.max_z for v in verdicts)
+    assert set(watch.quarantined()) == expected
+    assert all(watch.is_quarantined(a) == (a in expected) for a in means)
+
+
+def test_too_few_transitions_are_not_judged():
+    watch = BoardWatch(RULE)
+    for actor, mean in {"a": -6.0, "b": -6.1, "c": -5.9}.items():
+        feed(watch, actor, mean)
+    feed(watch, "evil", 0.0, n=RULE.min_transitions - 1)
+    assert watch.judge(0, now=0.0) == []
+    feed(watch, "evil", 0.0, n=1)
+    assert [v.actor for v in watch.judge(0, now=10.0)] == ["evil"]
+
+
+def test_only_the_recent_window_counts():
+    """An honest board's early rewards (a random policy) leave its window as it learns."""
+    watch = BoardWatch(RULE)
+    for actor in ("a", "b", "c", "d"):
+        feed(watch, actor, -6.0)
+    feed(watch, "d", -1.0, n=RULE.window_transitions)  # d moves on first
+    assert watch.stats().boards["d"].mean_reward == pytest.approx(-1.0)
+    assert watch.stats().boards["d"].window == RULE.window_transitions
+
+
+def test_episode_returns_far_off_the_fleet_quarantine_a_board():
+    """CartPole: every reward is 1, so only the returns tell a board that ends every
+    episode at once."""
+    watch = BoardWatch(RULE)
+    for actor, ret in {"a": 24.0, "b": 19.0, "c": 22.0}.items():
+        feed(watch, actor, 1.0, returns=[ret - 3, ret + 3, ret])
+    feed(watch, "evil", 1.0, returns=[1.0] * 20)
+    (verdict,) = watch.judge(env_steps=900, now=0.0)
+    assert (verdict.actor, verdict.rule, verdict.value, verdict.env_steps) == (
+        "evil",
+        "return",
+        1.0,
+        900,
+    )
+    assert verdict.fleet == pytest.approx(20.5)  # the median of the four means
+
+
+def test_a_board_with_most_of_its_batches_refused_is_quarantined_alone():
+    watch = BoardWatch(RULE)
+    feed(watch, "bad", 1.0, n=10)
+    for _ in range(RULE.min_refused - 1):
+        watch.refused("bad")
+    assert watch.judge(0, now=0.0) == []  # 9 refused of 10: below min_refused
+    watch.refused("bad")
+    (verdict,) = watch.judge(0, now=5.0)
+    assert (verdict.rule, verdict.value) == ("refused", pytest.approx(10 / 11))
+    watch.refused(None)  # a topic that names no actor: nothing to count
+
+
+def test_the_rule_runs_at_most_every_every_s_and_can_be_off():
+    watch = BoardWatch(RULE, every_s=1.0)
+    for actor, mean in {"a": -6.0, "b": -6.1, "c": -5.9}.items():
+        feed(watch, actor, mean)
+    assert watch.judge(0, now=100.0) == []
+    feed(watch, "evil", 0.0)
+    assert watch.judge(0, now=100.5) == []  # too soon
+    assert len(watch.judge(0, now=101.0)) == 1
+    off = BoardWatch(dataclasses.replace(RULE, enabled=False))
+    for actor, mean in {"a": -6.0, "b": -6.1, "c": -5.9, "evil": 0.0}.items():
+        feed(off, actor, mean)
+    assert off.judge(0, now=0.0) == []
+
+
+def test_boards_are_bounded_and_quarantine_survives_a_resume():
+    watch = BoardWatch(RULE, max_boards=4)
+    for actor, mean in {"a": -6.0, "b": -6.1, "c": -5.9, "evil": 0.0, "fifth": 0.0}.items():
+        feed(watch, actor, mean, returns=[float(mean)] * 3)
+    assert set(watch.stats().boards) == {"a", "b", "c", "evil"}
+    watch.judge(1234, now=0.0)
+    watch.evicted("evil", 200)
+    resumed = BoardWatch(RULE, max_boards=4)
+    resumed.load_state(watch.state())
+    assert resumed.quarantined() == watch.quarantined()
+    assert resumed.quarantined()["evil"].rows_evicted == 200
+    assert resumed.stats().boards == watch.stats().boards
+
+
+# --- replay: per-row source, eviction ---------------------------------------------------
+
+
+def rows(n: int, value: float) -> tuple:
+    obs = np.full((n, 4), value, np.float32)
+    return obs, np.zeros(n, np.int64), np.full(n, value, np.float32), obs, np.zeros(n, np.float32)
+
+
+@pytest.mark.parametrize("capacity", [100, 25])  # not full; wrapped around
+def test_evicting_a_source_drops_its_rows_and_keeps_the_others_oldest_first(capacity):
+    replay = ReplayBuffer(env_spec("CartPole-v1"), capacity)
+    for i in range(10):
+        replay.add(*rows(3, float(i)), source="evil" if i % 3 == 0 else "honest")
+    kept_before = [float(r) for r in replay.state().arrays["reward"] if r % 3 != 0]
+    assert replay.rows_by_source()["evil"] == sum(
+        int(r) % 3 == 0 for r in replay.state().arrays["reward"]
+    )
+    dropped = replay.evict("evil")
+    assert dropped > 0 and replay.rows_by_source() == {"honest": len(replay)}
+    rewards = replay.state().arrays["reward"].tolist()
+    assert sorted(rewards) == sorted(kept_before) and rewards == sorted(rewards)  # oldest first
+    assert replay.evict("evil") == 0 and replay.evict("never-seen") == 0
+    replay.add(*rows(3, 99.0), source="honest")  # the ring goes on after the kept rows
+    assert replay.state().arrays["reward"].tolist()[-3:] == [99.0] * 3
+
+
+def test_the_source_column_survives_a_checkpoint():
+    spec = env_spec("CartPole-v1")
+    replay = ReplayBuffer(spec, 50)
+    replay.add(*rows(4, 1.0), source="a")
+    replay.add(*rows(2, 2.0))  # no source named
+    restored = ReplayBuffer(spec, 50)
+    restored.load_state(replay.state())
+    assert restored.rows_by_source() == {"a": 4}
+    assert restored.evict("a") == 4 and len(restored) == 2
+
+
+# --- ingest: refused as quarantined, rows evicted -------------------------------------
+
+
+def cartpole_batch(actor: str, seq: int, n: int, episode_len: int) -> TransitionBatch:
+    o = np.zeros((n, 4), np.float32)
+    ends = (np.arange(n) % episode_len) == episode_len - 1
+    return TransitionBatch(
+        actor,
+        7,
+        seq,
+        0,
+        o,
+        np.zeros(n, np.int64),
+        np.ones(n, np.float32),
+        o,
+        np.zeros(n, bool),
+        ends,
+    )
+
+
+def test_ingest_evicts_a_quarantined_boards_rows_and_refuses_the_rest():
+    spec, topics = env_spec("CartPole-v1"), Topics("edge-rl", "q")
+    watch = BoardWatch(RULE, every_s=0.0)
+    replay = ReplayBuffer(spec, 10_000)
+    ingest = Ingest(spec, replay, topics, lambda: 0, watch=watch)
+    for seq in range(3):  # three honest boards, episodes of ~20; one that ends every step
+        for actor in ("a", "b", "c"):
+            assert ingest.handle(
+                topics.transitions(actor), encode_transitions(cartpole_batch(actor, seq, 100, 20))
+            )
+        ingest.handle(
+            topics.transitions("evil"), encode_transitions(cartpole_batch("evil", seq, 100, 1))
+        )
+    assert watch.quarantined()["evil"].rule == "return"
+    assert watch.quarantined()["evil"].rows_evicted > 0
+    assert "evil" not in replay.rows_by_source()
+    assert not ingest.handle(
+        topics.transitions("evil"), encode_transitions(cartpole_batch("evil", 9, 10, 1))
+    )
+    # Quarantined after its first batch (the first time every board had 100 transitions):
+    # its next two and the last one refused.
+    assert watch.quarantined()["evil"].rows_evicted == 100
+    assert ingest.stats().rejected["quarantined"] == 3
+    assert len(replay) == 900  # the honest boards' rows, all of them
