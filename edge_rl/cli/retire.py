@@ -18,8 +18,9 @@ import click
 @click.argument("ids", nargs=-1, required=True)
 def retire(creds: str, ids: tuple[str, ...]) -> None:
     """Retire boards: their credentials move to CREDS/retired/, their passwords leave the
-    broker's password file (install it on the broker and reload mosquitto), and their ids
-    stay in the registry, never issued again."""
+    broker's password file, their sections leave the generated ACL (CREDS/broker/acl), and
+    their ids stay in the registry, never issued again. Install both files on the broker
+    and reload mosquitto."""
     from edge_rl.deploy import board_creds
     from edge_rl.deploy.ids import Registry
 
@@ -32,8 +33,10 @@ def retire(creds: str, ids: tuple[str, ...]) -> None:
                 click.echo(f"retired {actor_id}" + (f": credentials in {moved}" if moved else ""))
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    if (directory / "broker" / "mosquitto.passwd").exists():
+    broker = directory / "broker"
+    regenerated = [broker / f for f in ("mosquitto.passwd", "acl") if (broker / f).exists()]
+    if regenerated:
         click.echo(
-            f"install {directory}/broker/mosquitto.passwd on the broker and reload mosquitto: "
-            "until then the retired boards can still log in"
+            f"regenerated {' and '.join(map(str, regenerated))}: install them on the broker "
+            "and reload mosquitto (SIGHUP); until then the retired boards can still log in"
         )

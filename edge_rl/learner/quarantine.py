@@ -85,6 +85,7 @@ class BoardFigures:
     returns: int  # episode returns in the return window
     mean_return: float | None
     std_return: float | None
+    peak_z: float  # the largest |z| the rule gave it so far (how close it came)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class _Board:
         self.transitions = 0
         self.taken = 0
         self.refused = 0
+        self.peak_z = 0.0
 
     def add(self, reward: np.ndarray, window: int) -> None:
         r = reward.astype(np.float64)
@@ -131,6 +133,7 @@ class _Board:
             len(rets),
             float(rets.mean()) if len(rets) else None,
             float(rets.std()) if len(rets) else None,
+            self.peak_z,
         )
 
     def state(self) -> dict:
@@ -138,6 +141,7 @@ class _Board:
             "batches": [list(b) for b in self.batches],
             "returns": list(self.returns),
             "counts": [self.transitions, self.taken, self.refused],
+            "peak_z": self.peak_z,
         }
 
     @classmethod
@@ -148,6 +152,7 @@ class _Board:
             board.n, board.sum, board.sumsq = board.n + int(n), board.sum + s, board.sumsq + q
         board.returns.extend(float(r) for r in state["returns"])
         board.transitions, board.taken, board.refused = (int(c) for c in state["counts"])
+        board.peak_z = float(state.get("peak_z", 0.0))
         return board
 
 
@@ -259,6 +264,8 @@ class BoardWatch:
                 continue
             median = float(np.median(list(values.values())))
             for actor, z in robust_z(values, cfg.mad_floor).items():
+                board = self._boards[actor]
+                board.peak_z = max(board.peak_z, abs(z))
                 if abs(z) > cfg.max_z and actor not in found:
                     found[actor] = Verdict(actor, rule, values[actor], median, z, env_steps)
         return list(found.values())

@@ -206,6 +206,33 @@ def test_generated_acl_follows_enrollment_rotation_and_retirement(cli, tmp_path)
     assert again.returncode != 0 and "retired" in again.stderr  # never made again
 
 
+def test_a_retired_id_is_refused_by_the_broker_once_the_regenerated_files_are_in(
+    cli, tmp_path, mosquitto_with, clients
+) -> None:
+    """``edge-rl retire`` rewrites the password file and the ACL and says to install both;
+    a Mosquitto loaded with them refuses the retired board's login and keeps the other's."""
+    root = tmp_path / "creds"
+    _enroll(cli, root, "pi-01", "run-a")
+    _enroll(cli, root, "pi-02", "run-a")
+    old_login = _login(root, "pi-01")
+    retired = cli("retire", "--credentials", str(root), "pi-01")
+    assert retired.returncode == 0, retired.stderr
+    broker = root / "broker"
+    assert "regenerated" in retired.stdout and str(broker / "acl") in retired.stdout
+    assert str(broker / "mosquitto.passwd") in retired.stdout and "reload" in retired.stdout
+    url = mosquitto_with(
+        [
+            "allow_anonymous false",
+            f"password_file {broker / 'mosquitto.passwd'}",
+            f"acl_file {broker / 'acl'}",
+            "use_username_as_clientid true",
+        ]
+    )
+    assert clients(url, **old_login).first_outcome().startswith("refused")
+    assert clients(url, **_login(root, "pi-02")).first_outcome() == "connected"
+    assert "pi-01" not in parse_acl((broker / "acl").read_text())
+
+
 def test_credentials_without_run_enroll_nothing(cli, tmp_path) -> None:
     root = tmp_path / "creds"
     result = cli("credentials", str(root), "--actors", "pi-01", "--passwords")
