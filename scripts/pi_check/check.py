@@ -2,7 +2,7 @@
 
     rootfs    a cached debootstrapped arm64 Debian (rootfs.py), extracted fresh
     flash     host: keygen, credentials (TLS + passwords), `edge-rl flash` for one board
-    broker    host: Mosquitto with host/mosquitto.conf (TLS, passwords, host/acl)
+    broker    host: Mosquitto with host/mosquitto.conf (TLS, passwords, creds/broker/acl)
     install   board: the bundle on /boot/firmware/edge-rl, user-data's runcmd as first boot
               runs it (install.sh, offline), then again (it must be idempotent)
     doctor    board: `edge-rl doctor` as the service user, broker included

@@ -1,13 +1,14 @@
 """The learner host's side of the check: the edge-rl CLI, and Mosquitto as a deployment runs it.
 
-    broker = TlsBroker(repo, creds, workdir)   # host/mosquitto.conf + host/acl on a free port
+    broker = TlsBroker(repo, creds, workdir)   # host/mosquitto.conf + creds/broker/* on a free port
     broker.url                                 # mqtts://127.0.0.1:PORT
     learner = cli_popen(repo, ["learn", ...], log)
     broker.stop()
 
-The broker is the shipped host/mosquitto.conf (TLS, passwords, host/acl, no anonymous
-client) with only its listener and file paths changed, like tests/harness/mosquitto_auth.py's
-``shipped_config``: the board meets what a real deployment runs. Every child is started by
+The broker is the shipped host/mosquitto.conf (TLS, passwords, the deployment's generated
+creds/broker/acl, no anonymous client) with only its listener and file paths changed, like
+tests/harness/mosquitto_auth.py's ``shipped_config``: the board meets what a real
+deployment runs. Every child is started by
 PID under ``setpriv --pdeathsig`` (it dies with this script, ``kill -9`` included) and
 stopped by PID, each wait bounded.
 """
@@ -58,7 +59,8 @@ def cli_popen(repo: Path, args: list[str], log: Path) -> subprocess.Popen:
 
 
 class TlsBroker:
-    """host/mosquitto.conf with ``creds/broker/*`` and host/acl installed under ``workdir``."""
+    """host/mosquitto.conf with ``creds/broker/*`` (its generated ACL included) installed
+    under ``workdir``."""
 
     def __init__(self, repo: Path, creds: Path, workdir: Path, port: int | None = None) -> None:
         mosquitto = find_mosquitto()
@@ -67,8 +69,7 @@ class TlsBroker:
         etc = workdir / "broker-etc"
         if etc.exists():
             shutil.rmtree(etc)
-        shutil.copytree(creds / "broker", etc)
-        shutil.copy(repo / "host" / "acl", etc / "acl")
+        shutil.copytree(creds / "broker", etc)  # acl: each board scoped to its run
         persist = workdir / "broker-persist"
         persist.mkdir(exist_ok=True)
         self.port = port or free_port()  # the bundles were flashed for it
