@@ -17,7 +17,6 @@ import threading
 import time
 import uuid
 
-import numpy as np
 import pytest
 
 from edge_rl.agents.dqn.config import DQNConfig
@@ -26,12 +25,9 @@ from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import CheckpointConfig, ExportConfig, FleetConfig, RunConfig
 from edge_rl.learner.node import LearnerNode
 from edge_rl.sim.fleet import Fleet
-from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
-from edge_rl.types import ActorStatus, TransitionBatch
-from edge_rl.wire.envelope import CodecError
-from edge_rl.wire.messages import decode_credit, encode_status
+from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.wire.topics import Topics
-from edge_rl.wire.transitions import encode_transitions
+from tests.harness.attackers import PerfectBoard
 
 HONEST = ("sim-00", "sim-01", "sim-02")
 OUTLIER = "outlier"
@@ -56,81 +52,6 @@ def real_config(run: str) -> RunConfig:
         ),
         checkpoint=CheckpointConfig(every_s=0),
     )
-
-
-class PerfectBoard:
-    """A board that follows its credit like an honest one, with data no honest board of
-    the fleet sends."""
-
-    def __init__(self, broker, topics: Topics, run_id: str) -> None:
-        self.topics, self.run_id, self.session = topics, run_id, 31337
-        self.credit = 0
-        self.sent = 0
-        self.refused_grants = 0
-        self._stop = threading.Event()
-        self.t = MqttTransport(
-            broker.url,
-            f"actor-{OUTLIER}",
-            subscriptions=[(topics.credit(OUTLIER), 1)],
-            on_message=self._on_credit,
-            auth=broker.auth(OUTLIER),
-        )
-        self.t.start()
-        assert self.t.wait_connected(15)
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _on_credit(self, _topic: str, payload: bytes) -> None:
-        try:
-            grant = decode_credit(payload)
-        except CodecError:
-            return  # an empty retained payload: the grant was cleared
-        if grant.run_id == self.run_id and grant.session == self.session:
-            self.credit = max(self.credit, grant.credit)
-
-    def start(self) -> None:
-        self._status("running")
-        self._thread.start()
-
-    def _status(self, state: str) -> None:
-        status = ActorStatus(
-            OUTLIER,
-            state,
-            run_id=self.run_id,
-            session=self.session,
-            env_steps=self.sent,
-            transitions_sent=self.sent,
-        )
-        self.t.publish(self.topics.status(OUTLIER), encode_status(status), retain=True)
-
-    def _loop(self) -> None:
-        seq = 0
-        while not self._stop.wait(0.05):
-            n = min(self.credit - self.sent, 50)
-            if n <= 0:
-                continue
-            step = self.sent + np.arange(n)
-            obs = np.zeros((n, 4), np.float32)
-            b = TransitionBatch(
-                OUTLIER,
-                self.session,
-                seq,
-                0,
-                obs,
-                (step % 2).astype(np.int64),
-                np.ones(n, np.float32),
-                obs,
-                np.zeros(n, bool),
-                step % EPISODE == EPISODE - 1,
-                run_id=self.run_id,
-            )
-            self.t.publish(self.topics.transitions(OUTLIER), encode_transitions(b))
-            seq, self.sent = seq + 1, self.sent + n
-            self._status("running")
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.t.stop()
 
 
 @pytest.mark.slow
@@ -160,7 +81,9 @@ def test_an_outlying_board_is_quarantined_its_rows_evicted_and_the_run_finishes(
             signer=signer,
             fleet_alive=fleet.alive,
         )
-        board = PerfectBoard(broker, topics, node.run_id)
+        board = PerfectBoard(
+            broker.url, broker.auth(OUTLIER), topics, node.run_id, OUTLIER, EPISODE
+        )
         watch = node.ingest.watch
         assert watch is not None
         seen: dict = {}
