@@ -14,6 +14,7 @@ from tests.harness.paths import REPO
 
 @pytest.mark.slow
 @pytest.mark.bench
+@pytest.mark.timeout(700)
 def test_attacks_outlier_arm(tmp_path, mosquitto_available):
     proc = subprocess.run(
         [

@@ -55,6 +55,8 @@ def real_config(run: str) -> RunConfig:
 
 
 @pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.timeout(600)
 def test_an_outlying_board_is_quarantined_its_rows_evicted_and_the_run_finishes(
     tmp_path, policy_keys, fast_board, wait_for
 ):

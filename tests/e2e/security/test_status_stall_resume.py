@@ -76,6 +76,8 @@ def _retained(url: str, topic: str) -> bytes | None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.timeout(900)
 def test_a_retained_stall_status_survives_a_kill_and_the_resumed_run_reaches_its_budget(
     tmp_path, fresh_mosquitto, setpriv_available, cli
 ):
