@@ -478,7 +478,7 @@ def table(records: list[dict], sb3_note: str) -> str:
         if sb3:
             rows.append(side_row(rec["task"], "SB3", sb3, ""))
         else:
-            rows.append([rec["task"], "SB3", *["-"] * 6, sb3_note, ""])
+            rows.append([rec["task"], "SB3", *["-"] * 5, sb3_note, ""])
     return md_table(HEADERS, rows)
 
 
