@@ -126,7 +126,7 @@ class ActorStatus:
     breakdown: dict[str, float] = field(default_factory=dict)
     run_id: str = ""  # the run start the actor takes part in; "" before it saw a control
     session: int = 0  # the actor's session (TransitionBatch.session): one per process and run
-    policy_sha256: str = ""  # model_sha256 of the policy loaded; "" = none
+    policy_digest: str = ""  # model_sha256 of the policy loaded; "" = none
     served_episodes: int = 0  # episodes ended greedily with the policy served (serving only)
     policies_failed: int = 0  # policies refused for what they are: not stale, not another run's
 

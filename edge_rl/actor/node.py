@@ -431,7 +431,7 @@ class ActorNode:
             breakdown=self._breakdown(),
             run_id=self.rc.run_id or "",
             session=self.session,
-            policy_sha256=self.slot.digest,
+            policy_digest=self.slot.digest,
             served_episodes=self.served.episodes if state == "serving" else 0,
             policies_failed=self.slot.failed,
         )

@@ -77,8 +77,8 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
         v = fields.get(k, "")
         if not isinstance(v, str) or len(v) > 128:
             raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
-    if not _digest(fields.get("policy_sha256", ""), empty=True):
-        raise CodecError("bad_header", "status policy_sha256 must be 64 lowercase hex or empty")
+    if not _digest(fields.get("policy_digest", ""), empty=True):
+        raise CodecError("bad_header", "status policy_digest must be 64 lowercase hex or empty")
     for k in _STATUS_COUNTS:
         v = fields.get(k, 0)
         if type(v) is not int or not 0 <= v < 2**53:
