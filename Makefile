@@ -4,16 +4,14 @@
 # `make test-quick`, everything but the tests marked `slow` (real training loops, benchmark
 # runs); `make test-bench`, only the benchmark scripts' smoke runs (marked `bench`: CI runs
 # them after `make test`, which leaves them out to stay within ten minutes);
-# `make test-fleet`, the staged rollouts to eight real board processes (marked `fleet`,
-# also slow: ~40 s on a quiet 2-core host, 3-4 min under load; CI runs them after
-# `make test`, which leaves them out); `make test-deep`, the 10,000-case fuzz runs. `make pi-check`: a
+# `make test-deep`, the 10,000-case fuzz runs. `make pi-check`: a
 # bundle installed and run on an emulated Raspberry Pi (qemu-user, as root; docs/boards.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run lint test test-quick test-bench test-fleet test-deep bench venv clean pi-check
+.PHONY: run lint test test-quick test-bench test-deep bench venv clean pi-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +33,7 @@ lint: $(STAMP)
 # stay on one worker. The benchmark scripts' smoke runs are `make test-bench` (CI runs both).
 test: lint
 	scripts/ensure-mosquitto
-	$(BIN)/python -m pytest -m "not deep and not bench and not fleet" -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -m "not deep and not bench" -n 2 --dist loadgroup
 
 test-quick: $(STAMP)
 	scripts/ensure-mosquitto
@@ -44,10 +42,6 @@ test-quick: $(STAMP)
 test-bench: $(STAMP)
 	scripts/ensure-mosquitto
 	$(BIN)/python -m pytest -m bench
-
-test-fleet: $(STAMP)
-	scripts/ensure-mosquitto
-	$(BIN)/python -m pytest -m fleet
 
 test-deep: $(STAMP)
 	$(BIN)/python -m pytest -m deep tests/fuzz

@@ -108,8 +108,6 @@ def _deploy(cli, url: str, bundle: Path, key: Path, pub: Path) -> tuple[int, dic
     return done.returncode, json.loads(done.stdout), time.monotonic() - t0
 
 
-@pytest.mark.slow
-@pytest.mark.fleet
 def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
     mosquitto, mqtt_client_factory, policy_keys, cli, tmp_path
 ):
