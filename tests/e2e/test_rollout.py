@@ -193,7 +193,8 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
         f"\nrollout e2e: fleet serving after {t_serving - t_start:.1f} s; bad policy: "
         f"command {bad_s:.1f} s, rollout {out['seconds']} s; good policy: command "
         f"{good_s:.1f} s, rollout {out2['seconds']} s; {total:.1f} s in all; "
-        f"policies_rejected after the bad one {after_bad}"
+        f"canary returns: bad {out['canary_return']}, good {out2['canary_return']}, before "
+        f"{out['baseline_return']}; policies_rejected after the bad one {after_bad}"
     )
 
 
