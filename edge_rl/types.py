@@ -126,6 +126,9 @@ class ActorStatus:
     breakdown: dict[str, float] = field(default_factory=dict)
     run_id: str = ""  # the run start the actor takes part in; "" before it saw a control
     session: int = 0  # the actor's session (TransitionBatch.session): one per process and run
+    policy_digest: str = ""  # model_sha256 of the policy loaded; "" = none
+    served_episodes: int = 0  # episodes ended greedily with the policy served (serving only)
+    policies_failed: int = 0  # policies refused for what they are: not stale, not another run's
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,20 @@ class CreditGrant:
     session: int
     credit: int
     refused: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicyTarget:
+    """The policy one board is to serve, on ``<base>/actors/<id>/target`` (retained): a
+    staged rollout's step (docs/protocol.md §5.5). ``bundle`` is a signed policy bundle
+    (``ERLP``) to verify and load; empty, it names a policy the board holds by its
+    ``policy_version`` and ``model_sha256`` (the one it served before: a rollback)."""
+
+    run_id: str
+    policy_version: int
+    model_sha256: str
+    rollout: str = ""  # the rollout's name, for logs
+    bundle: bytes = b""
 
 
 class ReplaySample(NamedTuple):

@@ -137,6 +137,7 @@ class ActorNode:
                 (self.topics.policy, 1),
                 (self.topics.control, 1),
                 (self.topics.credit(opts.actor_id), 1),
+                (self.topics.target(opts.actor_id), 1),
             ],
             on_message=self._on_message,
             will=(self.topics.status(opts.actor_id), encode_status(self._status("offline"))),
@@ -151,6 +152,9 @@ class ActorNode:
                 self.slot.offer(payload)  # verified and loaded on the slot's thread
         elif topic == self.topics.control:
             self.rc.on_control(payload)
+        elif topic == self.topics.target(self.opts.actor_id):
+            if payload:  # a rollout's step for this board (empty: cleared)
+                self.slot.target(payload, self.board.max_policy_bytes + 128 * 1024)
         else:
             self.rc.on_credit(payload)
 
@@ -249,8 +253,9 @@ class ActorNode:
                 time.sleep(0.05)
                 lap("idle")
                 continue
-            if obs is None or policy.manifest.policy_version != self.served.version:
-                self.served.begin(policy.manifest.policy_version)  # its episodes only
+            if obs is None or policy.manifest.model_sha256 != self.served.digest:
+                self.served.begin(policy.manifest.policy_version, policy.manifest.model_sha256)
+                next_status = 0.0  # a rollout waits to hear which policy this board serves
                 obs, _ = self.env.reset()
                 lap("env_step")
             obs = self._serve_step(policy, obs)
@@ -426,6 +431,9 @@ class ActorNode:
             breakdown=self._breakdown(),
             run_id=self.rc.run_id or "",
             session=self.session,
+            policy_digest=self.slot.digest,
+            served_episodes=self.served.episodes if state == "serving" else 0,
+            policies_failed=self.slot.failed,
         )
 
     def _recent_return(self, state: ActorState) -> float | None:

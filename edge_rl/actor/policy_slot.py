@@ -7,12 +7,19 @@
     slot.offer(payload)
     # actor loop, between two env steps (one attribute read, never blocks):
     policy = slot.current          # LoadedPolicy | None
+    # a rollout's target for this board (docs/protocol.md §5.5), on its own topic:
+    slot.target(payload)           # a bundle to load, or the previous policy back
 
 Verify before you parse, refuse before you act: the signature first (nothing of the
 manifest is read before it holds), then the run, the version, the env spec, the model's
 hash, the memory its tensors declare, and its input and output shapes; only then is the
 policy swapped in. Anything refused is counted by reason (``rejected``), logged once, and
 the actor keeps its last good policy (or acts randomly if it has none).
+
+The slot keeps the policy it ran before the current one (``previous``), so that a
+rollout's rollback swaps it back in without a payload: a target with an empty body that
+names it by version and digest. A target with a bundle is offered like a policy from the
+run's topic, and verified the same way.
 
 Loading runs on the slot's own thread; only the newest offered payload is
 kept, so a burst of publishes costs one load. ``receive_seconds`` and ``load_seconds`` add
@@ -32,10 +39,14 @@ from edge_rl.runtime.litert import TFLitePolicy
 from edge_rl.specs import EnvSpec
 from edge_rl.types import PolicyManifest
 from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.messages import decode_target
 from edge_rl.wire.policy import decode_policy, decompress_model
 from edge_rl.wire.signing import Verifier
 
 log = logging.getLogger(__name__)
+
+# Refusals that say when a policy came, not what it is: not counted as ``failed``.
+ORDERING_REASONS = frozenset(("stale_version", "wrong_run"))
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,7 @@ class PolicySlot:
         self.max_tensor_bytes = max_tensor_bytes
         self.runtime = runtime
         self.current: LoadedPolicy | None = None
+        self.previous: LoadedPolicy | None = None  # the one current replaced: a rollback's
         self.rejected: Counter[str] = Counter()
         self.loaded = 0
         self.receive_seconds = 0.0  # decode + verify + decompress, every payload
@@ -84,6 +96,17 @@ class PolicySlot:
     @property
     def version(self) -> int:
         return self.current.manifest.policy_version if self.current else 0
+
+    @property
+    def digest(self) -> str:
+        """The model_sha256 of the policy loaded; "" for none."""
+        return self.current.manifest.model_sha256 if self.current else ""
+
+    @property
+    def failed(self) -> int:
+        """Policies refused for what they are (signature, manifest, model), not for when
+        they came: what a rollout's health check counts."""
+        return sum(n for r, n in self.rejected.items() if r not in ORDERING_REASONS)
 
     def start(self) -> None:
         self._thread.start()
@@ -104,7 +127,7 @@ class PolicySlot:
         tried again (it may have arrived before the control message that names the run)."""
         with self._lock:
             self.run_id = run_id
-            self.current = None
+            self.current = self.previous = None
             self._pending = self._latest
         self._wake.set()
 
@@ -128,12 +151,44 @@ class PolicySlot:
             with self._lock:
                 if self.run_id != run_id:
                     return  # the actor joined another run start meanwhile
-                self.current = loaded
+                self.previous, self.current = self.current, loaded
             self.loaded += 1
         except CodecError as e:
             self._reject(e.reason, str(e))
         except Exception as e:  # noqa: BLE001 - a bad model must not kill the actor
             self._reject("load_failed", f"{type(e).__name__}: {e}")
+
+    def target(self, payload: bytes, max_bytes: int) -> None:
+        """A rollout's target for this board (any thread): its bundle is offered; an empty
+        body names the policy to serve among those held. Refusals are counted by reason."""
+        try:
+            t = decode_target(payload, max_bytes)
+        except CodecError as e:
+            self._reject(e.reason, f"target: {e}")
+            return
+        if t.run_id != self.run_id:
+            self._reject("wrong_run", f"target of run start {t.run_id!r}")
+        elif t.bundle:
+            self.offer(t.bundle)
+        elif not self.revert(t.policy_version, t.model_sha256):
+            self._reject("not_held", f"target v{t.policy_version} is not a policy held")
+
+    def revert(self, version: int, digest: str) -> bool:
+        """Serve the held policy of ``version`` and ``digest``: the previous one swapped
+        back in (the current one becomes previous), or the current one kept."""
+        with self._lock:
+            held = [p for p in (self.current, self.previous) if p is not None]
+            match = [
+                p
+                for p in held
+                if p.manifest.policy_version == version and p.manifest.model_sha256 == digest
+            ]
+            if not match:
+                return False
+            if match[0] is not self.current:
+                self.previous, self.current = self.current, match[0]
+                log.info("rolled back to policy v%d", version)
+            return True
 
     def _reject(self, reason: str, detail: str) -> None:
         self.rejected[reason] += 1

@@ -2,12 +2,13 @@
 of the episodes it ended with that version (docs/protocol.md §5.4).
 
     served = ServedReturns()
-    served.begin(version)        # a version served from a fresh episode: its returns only
-    served.step(reward, ended)   # after each env step
-    served.version, served.recent_return, served.episodes
+    served.begin(version, digest)  # a policy served from a fresh episode: its returns only
+    served.step(reward, ended)     # after each env step
+    served.version, served.digest, served.recent_return, served.episodes
 
 The return of an episode counts for the version that acted every step of it, so a status
-that names a version reports that version's greedy return, which ``edge-rl eval`` and the
+that names a version reports that version's greedy return (a rollback may serve a lower
+version again, so a policy is told by its digest), which ``edge-rl eval`` and the
 learner's final evaluation measure on the same model.
 """
 
@@ -21,12 +22,14 @@ import numpy as np
 class ServedReturns:
     def __init__(self, window: int = 20) -> None:
         self.version = 0  # the policy version served; 0 = none yet
+        self.digest = ""  # its model_sha256
         self.episodes = 0  # ended with that version
         self._returns: deque[float] = deque(maxlen=window)
         self._episode = 0.0
 
-    def begin(self, version: int) -> None:
+    def begin(self, version: int, digest: str = "") -> None:
         self.version = version
+        self.digest = digest
         self.episodes = 0
         self._returns.clear()
         self._episode = 0.0

@@ -5,8 +5,9 @@ Two ACLs are made: the embedded broker's, for one run (``run_acl``), and a deplo
 for every board enrolled by ``edge-rl credentials --run`` or ``edge-rl flash --run``
 (``deployment_acl``). Both name each board in a ``user`` section of its own with its run
 spelt out: a board writes only its own transitions and status in its run, and reads only
-its run's policy and control and its own credit. The learner writes every policy, control
-and credit and reads everything under its root (a deployment's learner serves every run).
+its run's policy and control and its own credit and deployment target. The learner writes
+every policy, control, credit and target and reads everything under its root (a
+deployment's learner serves every run).
 There are no ``pattern`` lines: a username the ACL does not name may do nothing.
 
     text = mosquitto_acl(run_acl(Topics("edge-rl", "cartpole"), "learner", ["sim-00"]))
@@ -44,6 +45,7 @@ def learner_grants(base: str) -> tuple[Grant, ...]:
         Grant("write", f"{base}/policy"),
         Grant("write", f"{base}/control"),
         Grant("write", f"{base}/actors/+/credit"),
+        Grant("write", f"{base}/actors/+/target"),  # edge-rl deploy, with the learner's login
         Grant("read", f"{base}/#"),
         Grant("read", "$SYS/#"),  # the broker's counters ($SYS/broker/publish/messages/dropped)
     )
@@ -57,6 +59,7 @@ def actor_grants(topics: Topics, actor: str) -> tuple[Grant, ...]:
         Grant("read", topics.policy),
         Grant("read", topics.control),
         Grant("read", topics.credit(actor)),
+        Grant("read", topics.target(actor)),
     )
 
 

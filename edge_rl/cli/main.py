@@ -1,6 +1,7 @@
 """``edge-rl``: the command group. Each command is a module of this package:
 
-learn (and --resume) | stop | fleet | credentials | flash | retire | keygen | eval | report
+learn (and --resume) | stop | deploy | fleet-status | fleet | credentials | flash | retire |
+keygen | eval | report
 on the learner host; actor | doctor on a board.
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
@@ -14,10 +15,12 @@ import click
 from edge_rl.cli.actor import actor
 from edge_rl.cli.common import GroupOptions
 from edge_rl.cli.credentials import credentials
+from edge_rl.cli.deploy import deploy
 from edge_rl.cli.doctor import doctor
 from edge_rl.cli.eval import eval_
 from edge_rl.cli.flash import flash
 from edge_rl.cli.fleet import fleet
+from edge_rl.cli.fleet_status import fleet_status
 from edge_rl.cli.keygen import keygen
 from edge_rl.cli.learn import learn
 from edge_rl.cli.report import report
@@ -44,6 +47,8 @@ main.add_command(credentials)
 main.add_command(eval_)
 main.add_command(report)
 main.add_command(keygen)
+main.add_command(deploy)
+main.add_command(fleet_status)
 
 
 if __name__ == "__main__":

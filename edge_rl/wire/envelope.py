@@ -3,7 +3,7 @@ error type.
 
     offset  size  field
     0       4     magic: b"ERLP" policy, b"ERLT" transitions, b"ERLS" status, b"ERLC" control,
-                  b"ERLG" credit grant
+                  b"ERLG" credit grant, b"ERLD" deployment target
     4       2     schema version, uint16 little-endian (4)
     6       4     header length H, uint32 little-endian
     10      H     header: UTF-8 JSON object
@@ -28,6 +28,7 @@ from typing import Any
 SCHEMA_VERSION = 4  # 2: signed bundles; 3: run ids, credit per actor; 4: serving (§8)
 MAGIC_POLICY, MAGIC_TRANSITIONS = b"ERLP", b"ERLT"
 MAGIC_STATUS, MAGIC_CONTROL, MAGIC_CREDIT = b"ERLS", b"ERLC", b"ERLG"
+MAGIC_TARGET = b"ERLD"  # a board's deployment target (messages.encode_target)
 _PREFIX = struct.Struct("<4sHI")  # magic, version, header length
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_PAYLOAD = 1_000_000  # under Mosquitto 2.1's 2 MB default max_packet_size

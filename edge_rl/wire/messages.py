@@ -15,9 +15,16 @@ from edge_rl.types import (
     ActorStatus,
     ControlMessage,
     CreditGrant,
+    PolicyTarget,
     RunState,
 )
-from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_CREDIT, MAGIC_STATUS, CodecError
+from edge_rl.wire.envelope import (
+    MAGIC_CONTROL,
+    MAGIC_CREDIT,
+    MAGIC_STATUS,
+    MAGIC_TARGET,
+    CodecError,
+)
 from edge_rl.wire.envelope import pack as _pack
 from edge_rl.wire.envelope import unpack as _unpack
 
@@ -52,6 +59,8 @@ _STATUS_COUNTS = (  # integers in [0, 2^53)
     "transitions_oversize",
     "transitions_dropped",
     "session",
+    "served_episodes",
+    "policies_failed",
 )
 
 
@@ -68,6 +77,8 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
         v = fields.get(k, "")
         if not isinstance(v, str) or len(v) > 128:
             raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
+    if not _digest(fields.get("policy_digest", ""), empty=True):
+        raise CodecError("bad_header", "status policy_digest must be 64 lowercase hex or empty")
     for k in _STATUS_COUNTS:
         v = fields.get(k, 0)
         if type(v) is not int or not 0 <= v < 2**53:
@@ -82,6 +93,16 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
         return ActorStatus(**fields)
     except TypeError as e:
         raise CodecError("bad_header", f"status: {e}") from None
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _digest(v: Any, *, empty: bool = False) -> bool:
+    """A SHA-256 as the manifest writes it: 64 lowercase hex digits (or "", if ``empty``)."""
+    if not isinstance(v, str):
+        return False
+    return (empty and v == "") or (len(v) == 64 and set(v) <= _HEX)
 
 
 def _breakdown(d: Any) -> dict[str, float]:
@@ -142,3 +163,28 @@ def decode_credit(data: bytes, max_bytes: int = 4096) -> CreditGrant:
     ):
         raise CodecError("bad_header", f"credit: refused must list <= {MAX_REFUSED} sessions")
     return CreditGrant(run_id_field(header), session, credit, tuple(refused))
+
+
+# --- deployment target (docs/protocol.md §5.5) ----------------------------------------------
+
+MAX_ROLLOUT_NAME = 64
+
+
+def encode_target(target: PolicyTarget) -> bytes:
+    header = {k: v for k, v in dataclasses.asdict(target).items() if k != "bundle"}
+    return _pack(MAGIC_TARGET, header, target.bundle)
+
+
+def decode_target(data: bytes, max_bytes: int) -> PolicyTarget:
+    """The header checked field by field; the body, if any, is a policy bundle the policy
+    slot verifies like any other (its signature first)."""
+    header, body = _unpack(data, MAGIC_TARGET, max_bytes)
+    version, digest = header.get("policy_version"), header.get("model_sha256")
+    if type(version) is not int or not 1 <= version < 2**53:
+        raise CodecError("bad_header", f"target policy_version {version!r} is not in [1, 2^53)")
+    if not _digest(digest):
+        raise CodecError("bad_header", "target model_sha256 must be 64 lowercase hex digits")
+    rollout = header.get("rollout", "")
+    if not isinstance(rollout, str) or len(rollout) > MAX_ROLLOUT_NAME:
+        raise CodecError("bad_header", f"target rollout must be a string of <= {MAX_ROLLOUT_NAME}")
+    return PolicyTarget(run_id_field(header), version, digest, rollout, bytes(body))

@@ -50,6 +50,9 @@ class Topics:
     def credit(self, actor_id: str) -> str:  # learner -> that actor only, QoS 1, retained
         return f"{self.base}/actors/{check_name('actor id', actor_id)}/credit"
 
+    def target(self, actor_id: str) -> str:  # a rollout -> that actor only, QoS 1, retained
+        return f"{self.base}/actors/{check_name('actor id', actor_id)}/target"
+
     @property
     def all_transitions(self) -> str:  # the learner's subscription
         return f"{self.base}/actors/+/transitions"

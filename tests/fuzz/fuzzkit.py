@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import struct
 import zlib
 from typing import Any
@@ -578,7 +579,8 @@ def sha256(data: bytes) -> str:
 STATES = ("starting", "running", "paused", "serving", "stopped", "offline")
 _COUNTERS = (
     "policy_version env_steps episodes transitions_sent batches_sent batches_dropped "
-    "policies_rejected control_rejected transitions_oversize transitions_dropped session".split()
+    "policies_rejected control_rejected transitions_oversize transitions_dropped session "
+    "served_episodes policies_failed".split()
 )
 _BREAKDOWN = set(
     "env_step inference exploration publish emulation idle wall policy_receive model_load".split()
@@ -603,6 +605,9 @@ def status_violation(data: bytes, max_bytes: int = 65536) -> str | None:
         return "float field"
     if h.get("recent_return") is not None and not is_num(h["recent_return"]):
         return "recent_return"
+    digest = h.get("policy_digest", "")  # §5: a SHA-256 in lowercase hex, or empty
+    if not isinstance(digest, str) or not re.fullmatch(r"(?:[0-9a-f]{64})?", digest):
+        return "policy_digest"
     bd = h.get("breakdown", {})
     if not isinstance(bd, dict) or not set(bd) <= _BREAKDOWN:
         return "breakdown keys"

@@ -184,6 +184,8 @@ def test_each_status_field_s_type_column_is_what_the_decoder_enforces(row):
         good, bad = [None, -3.5, 7], [True, "1", 1e999, -1e999]
     elif kind == "string, ≤ 128 characters":
         good, bad = ["", "x" * 128], ["x" * 129, 1, None]
+    elif kind == "string: 64 lowercase hex digits, or empty":
+        good, bad = ["", "0a" * 32], ["0A" * 32, "0a" * 31, "g" * 64, 1, None]
     elif name == "state":
         good = re.findall(r"`([a-z]+)`", kind)
         assert set(good) == set(typing.get_args(ActorState))

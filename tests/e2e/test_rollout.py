@@ -1,0 +1,209 @@
+"""``edge-rl deploy`` against eight real board processes (``sim/fleet.py``) serving a run on
+a real Mosquitto (docs/fleet.md, Rollout):
+
+(a) a properly signed policy of a random network stops at the canaries: every canary
+    serves its previous policy again, and no other board ever loads it;
+(b) a good policy then reaches every board, canaries first, and becomes the run's retained
+    policy; ``edge-rl fleet-status`` lists what each board serves.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from edge_rl.actor.exploration import greedy
+from edge_rl.runtime.litert import TFLitePolicy
+from edge_rl.sim.fleet import Fleet, fleet_ids
+from edge_rl.types import ActorStatus, ControlMessage
+from edge_rl.wire.messages import decode_status, encode_control
+from edge_rl.wire.policy import decode_policy, encode_policy
+from edge_rl.wire.topics import Topics
+from tests.harness.cartpole_policies import CARTPOLE, MODELS, policy_bundle
+
+RUN, RUN_ID = "rollout-e2e", "served-start"
+N = 8
+BOARD = """\
+board: test-board
+num_threads: 1
+status_interval_s: 0.2
+serving_status_interval_s: 1
+"""
+DEPLOY = (  # a short health window and quick waves: the whole test stays under a minute
+    "--canary 0.25 --window 20 --min-episodes 3 --max-drop 0.1 --batch 3 --rate 6 --confirm 20"
+).split()
+
+
+class History:
+    """Every status each board sent, from a subscriber on the run's status topics."""
+
+    def __init__(self, client, topics: Topics) -> None:
+        self.seen: dict[str, list[ActorStatus]] = {}
+        self._lock = threading.Lock()
+        client.on_message = self._on_message
+        client.subscribe(topics.all_status, qos=1)
+
+    def _on_message(self, _client, _userdata, message) -> None:
+        if message.payload:
+            status = decode_status(message.payload)
+            with self._lock:
+                self.seen.setdefault(status.actor_id, []).append(status)
+
+    def latest(self) -> dict[str, ActorStatus]:
+        with self._lock:
+            return {a: s[-1] for a, s in self.seen.items()}
+
+    def digests(self, actor_id: str) -> set[str]:
+        with self._lock:
+            return {s.policy_digest for s in self.seen.get(actor_id, [])} - {""}
+
+    def wait_all(self, ids: list[str], check, timeout: float) -> dict[str, ActorStatus]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.latest()
+            if all(a in got and check(got[a]) for a in ids):
+                return got
+            time.sleep(0.1)
+        pytest.fail(f"boards not there within {timeout} s: {self.latest()}")
+
+
+def _greedy_returns(model: bytes, episodes: int = 5) -> list[float]:
+    policy, env, out = TFLitePolicy(model), gym.make("CartPole-v1"), []
+    for seed in range(episodes):
+        obs, _ = env.reset(seed=seed)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(greedy(policy(obs), CARTPOLE))
+            total, done = total + float(reward), terminated or truncated
+        out.append(total)
+    return out
+
+
+def test_the_test_policies_are_what_their_names_say():
+    assert _greedy_returns(MODELS["good"].read_bytes()) == [500.0] * 5
+    assert _greedy_returns(MODELS["good2"].read_bytes()) == [500.0] * 5
+    assert np.mean(_greedy_returns(MODELS["random"].read_bytes())) < 100
+
+
+def _bundle_file(tmp_path: Path, quality: str, signer) -> Path:
+    """The policy as another run made it: its own run, run start and version."""
+    bundle = policy_bundle(MODELS[quality].read_bytes(), run="lab", run_id="lab-1", version=40)
+    path = tmp_path / f"{quality}.bundle"
+    path.write_bytes(encode_policy(bundle, signer))
+    return path
+
+
+def _deploy(cli, url: str, bundle: Path, key: Path, pub: Path) -> tuple[int, dict, float]:
+    t0 = time.monotonic()
+    args = ["deploy", str(bundle), "--broker", url, "--run", RUN, "--signing-key", str(key)]
+    done = cli(*args, "--bundle-key", str(pub), *DEPLOY, "--json", timeout=120)
+    assert done.returncode in (0, 2, 3), done.stderr
+    return done.returncode, json.loads(done.stdout), time.monotonic() - t0
+
+
+@pytest.mark.slow
+def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
+    mosquitto, mqtt_client_factory, policy_keys, cli, tmp_path
+):
+    t_start = time.monotonic()
+    signer, pub = policy_keys
+    key = pub.with_suffix(".key")
+    topics, url, ids = Topics("edge-rl", RUN), mosquitto.url, fleet_ids(N, "ro")
+    learner = mqtt_client_factory(mosquitto)
+    history = History(mqtt_client_factory(mosquitto), topics)
+    # The end of a run: its deployed policy retained, and "serving".
+    first = encode_policy(
+        policy_bundle(MODELS["good"].read_bytes(), run=RUN, run_id=RUN_ID, version=3), signer
+    )
+    serving = encode_control(ControlMessage("serving", RUN_ID))
+    for topic, payload in ((topics.policy, first), (topics.control, serving)):
+        learner.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
+    board = tmp_path / "board.yaml"
+    board.write_text(BOARD)
+    fleet = Fleet(N, board, url, "CartPole-v1", policy_key=pub, run=RUN, id_prefix="ro")
+    try:
+        with fleet:
+            before = history.wait_all(
+                ids,
+                lambda s: s.state == "serving" and s.policy_version == 3 and s.recent_return,
+                timeout=60,
+            )
+            t_serving = time.monotonic()
+            old = before[ids[0]].policy_digest
+            assert {s.policy_digest for s in before.values()} == {old}
+
+            # (a) a random network, properly signed: stopped at the canaries
+            bad = _bundle_file(tmp_path, "random", signer)
+            code, out, bad_s = _deploy(cli, url, bad, key, pub)
+            assert code == 2 and out["result"] == "aborted", out
+            assert "below" in out["reason"] and out["canary_return"] < 100
+            canaries = out["canaries"]
+            assert len(canaries) == 2 and out["assigned"] == canaries
+            assert out["rolled_back"] == canaries and out["unconfirmed"] == []
+            now = history.latest()
+            for a in ids:
+                assert now[a].policy_version == 3 and now[a].policy_digest == old, a
+            for a in canaries:  # each canary did serve it, then went back
+                assert history.digests(a) == {old, out["digest"]}, a
+            for a in set(ids) - set(canaries):
+                assert history.digests(a) == {old}, a  # never loaded
+                assert now[a].policies_failed == 0
+            after_bad = {a: now[a].policies_rejected for a in ids}
+
+            # (b) a good policy: every board
+            good = _bundle_file(tmp_path, "good2", signer)
+            code, out2, good_s = _deploy(cli, url, good, key, pub)
+            assert code == 0 and out2["result"] == "deployed", out2
+            assert sorted(out2["serving_new"]) == ids and out2["canary_return"] == 500.0
+            new = out2["digest"]
+            # One above what the fleet serves: the aborted policy's number, another digest.
+            assert new not in (old, out["digest"]) and out2["version"] == out["version"] == 4
+            final = history.wait_all(ids, lambda s: s.policy_digest == new, timeout=10)
+            assert all(s.policy_version == 4 and s.state == "serving" for s in final.values())
+            retained = _retained(mqtt_client_factory(mosquitto), topics.policy)
+            manifest = decode_policy(retained, signer.verifier()).manifest
+            assert (manifest.policy_version, manifest.model_sha256) == (4, new)
+            assert manifest.run == RUN and manifest.run_id == RUN_ID
+            assert manifest.extra["deployed_from"] == {
+                "run": "lab",
+                "run_id": "lab-1",
+                "policy_version": 40,
+            }
+            assert zlib.decompress(decode_policy(retained, signer.verifier()).payload) == (
+                MODELS["good2"].read_bytes()
+            )
+
+            listing = cli("fleet-status", "--broker", url, "--run", RUN, "--wait", "1")
+            assert listing.returncode == 0, listing.stderr
+            rows = [line.split() for line in listing.stdout.splitlines()[2:]]
+            assert [r[0] for r in rows] == ids
+            assert all(r[1:4] == ["serving", "4", new[:12]] for r in rows), listing.stdout
+    finally:
+        for topic in (topics.policy, topics.control):
+            learner.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
+    total = time.monotonic() - t_start
+    print(  # the numbers docs/fleet.md quotes
+        f"\nrollout e2e: fleet serving after {t_serving - t_start:.1f} s; bad policy: "
+        f"command {bad_s:.1f} s, rollout {out['seconds']} s; good policy: command "
+        f"{good_s:.1f} s, rollout {out2['seconds']} s; {total:.1f} s in all; "
+        f"canary returns: bad {out['canary_return']}, good {out2['canary_return']}, before "
+        f"{out['baseline_return']}; policies_rejected after the bad one {after_bad}"
+    )
+
+
+def _retained(client, topic: str) -> bytes:
+    got: list[bytes] = []
+    client.on_message = lambda _c, _u, m: got.append(m.payload)
+    client.subscribe(topic, qos=1)
+    deadline = time.monotonic() + 5
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert got, f"nothing retained on {topic}"
+    return got[-1]

@@ -1,0 +1,109 @@
+"""A board's side of a rollout (docs/protocol.md §5.5) in PolicySlot alone: a target's
+bundle is verified and loaded like any policy, the policy it replaced is held, and a
+target without a bundle swaps that one back in; everything refused is counted."""
+
+from __future__ import annotations
+
+import pytest
+
+from edge_rl.actor.policy_slot import PolicySlot
+from edge_rl.types import PolicyTarget
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.messages import decode_target, encode_target
+from edge_rl.wire.policy import encode_policy
+from edge_rl.wire.signing import Signer
+from tests.harness.cartpole_policies import CARTPOLE, MODELS, policy_bundle
+
+RUN, START = "r1", "s1"
+LIMIT = 8_000_000
+
+
+def signed(quality: str, version: int, signer: Signer, run_id: str = START) -> bytes:
+    bundle = policy_bundle(MODELS[quality].read_bytes(), run=RUN, run_id=run_id, version=version)
+    return encode_policy(bundle, signer)
+
+
+def digest_of(payload: bytes, signer: Signer) -> str:
+    from edge_rl.wire.policy import decode_policy
+
+    return decode_policy(payload, signer.verifier()).manifest.model_sha256
+
+
+def slot_serving(signer: Signer) -> PolicySlot:
+    slot = PolicySlot(CARTPOLE, signer.verifier(), run=RUN, run_id=START)
+    slot.offer(signed("good", 3, signer))
+    slot.load_pending()
+    assert slot.version == 3 and slot.previous is None
+    return slot
+
+
+def target(payload: bytes, version: int, digest: str, run_id: str = START) -> bytes:
+    return encode_target(PolicyTarget(run_id, version, digest, "v4", payload))
+
+
+def test_a_target_s_bundle_is_loaded_and_the_previous_policy_swapped_back(policy_keys):
+    signer, _ = policy_keys
+    slot = slot_serving(signer)
+    old = slot.digest
+    bad = signed("random", 4, signer)
+    slot.target(target(bad, 4, digest_of(bad, signer)), LIMIT)
+    slot.load_pending()
+    assert (slot.version, slot.digest) == (4, digest_of(bad, signer))
+    assert slot.previous.manifest.model_sha256 == old
+    slot.target(target(b"", 3, old), LIMIT)  # the rollback: no payload, nothing verified
+    assert (slot.version, slot.digest) == (3, old) and slot.previous.manifest.policy_version == 4
+    slot.target(target(b"", 3, old), LIMIT)  # again (QoS 1): the same policy stays
+    assert (slot.version, slot.digest) == (3, old)
+    assert not slot.rejected and slot.failed == 0
+    good2 = signed("good2", 4, signer)  # the next rollout may use the number again
+    slot.target(target(good2, 4, digest_of(good2, signer)), LIMIT)
+    slot.load_pending()
+    assert (slot.version, slot.digest) == (4, digest_of(good2, signer))
+
+
+def test_refusals_are_counted_and_only_what_a_policy_is_counts_as_failed(policy_keys):
+    signer, _ = policy_keys
+    slot = slot_serving(signer)
+    forged = signed("random", 4, Signer.generate())  # signed, by a key the board does not trust
+    slot.target(target(forged, 4, "0" * 64), LIMIT)
+    slot.load_pending()
+    assert slot.rejected["unknown_key"] == 1 and slot.failed == 1 and slot.version == 3
+    slot.target(target(b"", 2, "1" * 64), LIMIT)  # a policy it never held
+    assert slot.rejected["not_held"] == 1 and slot.failed == 2 and slot.version == 3
+    slot.target(target(b"", 3, slot.digest, run_id="another start"), LIMIT)
+    slot.offer(signed("good", 2, signer))  # older than the one it serves
+    slot.load_pending()
+    assert slot.rejected["wrong_run"] == 1 and slot.rejected["stale_version"] == 1
+    assert slot.failed == 2  # those say when a policy came, not what it is
+    slot.target(b"ERLD garbage", LIMIT)
+    assert slot.rejected["bad_version"] == 1 and slot.failed == 3 and slot.version == 3
+
+
+def test_a_new_run_start_drops_the_previous_policy_too(policy_keys):
+    signer, _ = policy_keys
+    slot = slot_serving(signer)
+    slot.offer(signed("good2", 4, signer))
+    slot.load_pending()
+    assert slot.previous is not None
+    slot.set_run("s2")
+    assert slot.current is None and slot.previous is None
+
+
+def test_the_target_codec_round_trips_and_refuses_what_is_not_a_target():
+    t = PolicyTarget("s1", 7, "ab" * 32, "v7", b"bundle bytes")
+    assert decode_target(encode_target(t), LIMIT) == t
+    rollback = PolicyTarget("s1", 6, "cd" * 32)
+    assert decode_target(encode_target(rollback), LIMIT) == rollback
+    for bad in (
+        PolicyTarget("s1", 0, "ab" * 32),
+        PolicyTarget("s1", 7, "AB" * 32),
+        PolicyTarget("s1", 7, "ab" * 31),
+        PolicyTarget("x" * 65, 7, "ab" * 32),
+        PolicyTarget("s1", 7, "ab" * 32, "r" * 65),
+    ):
+        with pytest.raises(CodecError) as e:
+            decode_target(encode_target(bad), LIMIT)
+        assert e.value.reason == "bad_header"
+    with pytest.raises(CodecError) as e:
+        decode_target(encode_target(t), 20)
+    assert e.value.reason == "too_large"
