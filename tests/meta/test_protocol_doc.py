@@ -6,6 +6,7 @@ changes in the code must change in the document too: these tests fail until it d
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import math
@@ -184,6 +185,8 @@ def test_each_status_field_s_type_column_is_what_the_decoder_enforces(row):
         good, bad = [None, -3.5, 7], [True, "1", 1e999, -1e999]
     elif kind == "string, ≤ 128 characters":
         good, bad = ["", "x" * 128], ["x" * 129, 1, None]
+    elif kind == "string, ≤ 64 characters":
+        good, bad = ["", "x" * 64], ["x" * 65, 1, None]
     elif name == "state":
         good = re.findall(r"`([a-z]+)`", kind)
         assert set(good) == set(typing.get_args(ActorState))
@@ -246,3 +249,70 @@ def test_the_control_tables_list_every_run_state():
         header = json.dumps({"state": state, "run_id": "r"}).encode()
         payload = struct.pack("<4sHI", MAGIC_CONTROL, SCHEMA_VERSION, len(header)) + header
         assert decode_control(payload).state == state
+
+
+# --- §7 reject reasons against the reasons the code can raise ---------------------------------
+
+PACKAGE = REPO / "edge_rl"
+# Where a reason is raised -> the words §7's "raised by" column uses for that place.
+RAISED_BY = {"wire": "codec", "learner": "learner ingest", "actor": "actor policy slot"}
+_REJECTS = ("CodecError", "Rejected", "reject", "_reject")
+
+
+def _raised_reasons() -> dict[str, set[str]]:
+    """reason -> the top packages (wire, learner, actor) whose code raises or counts it: the
+    first argument of every ``CodecError(...)``, ``Rejected(...)`` and ``reject(...)``."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name not in _REJECTS:
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                part = path.relative_to(PACKAGE).parts[0]
+                found.setdefault(first.value, set()).add(part)
+            else:  # a reason passed on (e.reason): it was raised with a literal elsewhere
+                assert isinstance(first, ast.Attribute) and first.attr == "reason", (
+                    f"{path}:{node.lineno}: a reason that is not a literal"
+                )
+    return found
+
+
+REASON_ROWS = _table(_section("## 7. Reject reasons"), "reason")
+
+
+def test_the_reject_table_is_the_set_of_reasons_the_code_raises():
+    documented = {_name(r["reason"]) for r in REASON_ROWS}
+    raised = _raised_reasons()
+    assert set(raised) == documented, (
+        f"raised, not in §7: {sorted(set(raised) - documented)}; "
+        f"in §7, never raised: {sorted(documented - set(raised))}"
+    )
+
+
+def test_each_reason_s_raised_by_column_names_where_the_code_raises_it():
+    by_reason: dict[str, str] = {}
+    for r in REASON_ROWS:
+        by_reason[_name(r["reason"])] = by_reason.get(_name(r["reason"]), "") + r["raised by"]
+    for reason, parts in _raised_reasons().items():
+        for part in parts:
+            assert RAISED_BY[part] in by_reason[reason], f"{reason}: raised in edge_rl/{part}/"
+
+
+# --- run ids: one length limit, the one the code checks ---------------------------------------
+
+
+def test_every_documented_run_id_limit_is_the_code_s():
+    from edge_rl.wire.messages import MAX_RUN_ID
+
+    limits: set[int] = set()
+    for m in re.finditer(r"`run_id`[^\n]*?(?:≤|at most) (\d+) characters", DOC):
+        limits.add(int(m.group(1)))
+    assert limits == {MAX_RUN_ID}, f"run id limits in docs/protocol.md: {limits}"
+    long = "r" * (MAX_RUN_ID + 1)
+    with pytest.raises(CodecError):
+        _decode({**REQUIRED_HEADER, "run_id": long})
