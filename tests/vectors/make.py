@@ -129,6 +129,8 @@ def transitions() -> dict[str, Any]:
     cases = [
         _case("cartpole_n2", good, _batch_fields(cartpole), "ok", True),
         _case("pendulum_n1_box", encode_transitions(pendulum), _batch_fields(pendulum), "ok", True),
+        _described(cartpole),
+        _case("pendulum_batch_for_cartpole", encode_transitions(pendulum), None, "truncated"),
         _case(
             "version_3", _raw(MAGIC_TRANSITIONS, good[10 : 10 + hlen], 3, body), None, "bad_version"
         ),
@@ -156,10 +158,23 @@ def transitions() -> dict[str, Any]:
         "env_specs": {
             "cartpole_n2": EnvSpec((4,), num_actions=2).to_dict(),
             "pendulum_n1_box": EnvSpec((3,), 0, (1,), (-2.0,), (2.0,)).to_dict(),
+            "cartpole_n2_described": EnvSpec((4,), num_actions=2).to_dict(),
         },
         "spec_for_rejects": "cartpole_n2",
         "cases": cases,
     }
+
+
+def _described(batch: TransitionBatch) -> dict[str, Any]:
+    """The same batch with its layout listed in the header's optional ``arrays``."""
+    case = _case(
+        "cartpole_n2_described",
+        encode_transitions(batch, describe=True),
+        _batch_fields(batch),
+        "ok",
+        True,
+    )
+    return {**case, "described": True}
 
 
 def _json(header: dict[str, Any]) -> bytes:
