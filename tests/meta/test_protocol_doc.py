@@ -316,3 +316,38 @@ def test_every_documented_run_id_limit_is_the_code_s():
     long = "r" * (MAX_RUN_ID + 1)
     with pytest.raises(CodecError):
         _decode({**REQUIRED_HEADER, "run_id": long})
+
+
+# --- §5.4: the board's state machine in one place ---------------------------------------------
+
+MACHINE = _section("### 5.4 The board's states")
+
+
+def test_the_state_machine_names_every_control_state_and_every_status_state():
+    diagram = MACHINE[MACHINE.index("```") : MACHINE.index("```", MACHINE.index("```") + 3)]
+    for state in typing.get_args(RunState):
+        assert f"{state}(R" in diagram or f"{state}|" in diagram, f"{state} not in the diagram"
+    rows = _table(MACHINE, "state")
+    reported = {re.fullmatch(r"`([a-z]+)`", r["status `state`"]).group(1) for r in rows}
+    assert reported == set(typing.get_args(ActorState)) - {"offline"}
+
+
+def test_the_state_machine_s_timers_are_the_board_file_and_config_keys():
+    timers = _table(MACHINE, "timer")
+    text = " ".join(r["value (reference)"] for r in timers)
+    for key in ("status_interval_s", "serving_status_interval_s", "flush_interval_s"):
+        assert f"`{key}`" in text and hasattr(BoardConfig(board="x"), key)
+    assert "`credit_timeout_s`" in text and "`fleet.identity_window_s`" in text
+
+
+# --- §7.1: the summary keys ---------------------------------------------------------------------
+
+
+def test_the_summary_keys_are_the_ones_the_learner_writes():
+    source = (PACKAGE / "learner" / "summary.py").read_text()
+    rows = _table(_section("### 7.1 Where the learner counts them"), "key")
+    for row in rows:
+        assert f'"{_name(row["key"])}":' in source, f"{row['key']} is not in summary.json"
+    actors = {r["key"]: r for r in rows}["`actors`"]["what"]
+    for key in re.findall(r"`([a-z_]+)`", actors):
+        assert f'"{key}":' in source, f"actors.{key} is not in summary.json"
