@@ -34,8 +34,15 @@ class FleetConfig:
     # id whose old one went offline (its last will) or silent owns the id after this long
     # (a restarted board waits this much before it is granted credit; docs/protocol.md §5.3).
     identity_window_s: float = 10.0
+    # Credit in slices of at least this many env steps per actor while the learner frees
+    # less than that for each (docs/protocol.md §6.2): an actor ships its batch when its
+    # credit runs out, so the slice is the batch size. At most max_lag_transitions / (2 x
+    # online actors) is used, which keeps the learner's lead; 1: even shares every round.
+    min_grant: int = 32
 
     def __post_init__(self) -> None:
+        if not 1 <= self.min_grant <= 100_000:
+            raise ValueError(f"fleet.min_grant must be in [1, 100000], got {self.min_grant}")
         if not 0 <= self.actors <= 64:
             raise ValueError(f"fleet.actors must be in [0, 64], got {self.actors}")
         if not 1 <= self.max_actors <= 1_000_000:

@@ -41,6 +41,7 @@ class CreditLedger:
         frozen: Collection[str] = (),
         stepped: Mapping[str, int] | None = None,
         max_outstanding: int | None = None,
+        min_share: int = 1,
     ) -> dict[str, int]:
         """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
 
@@ -55,6 +56,9 @@ class CreditLedger:
         that is available). Credit cannot be taken back: without a cap, a board that never
         delivers takes a share of every grant until it holds the whole lead (it is frozen
         only after credit_timeout_s), and no one else is granted again.
+        ``min_share``: the fewest steps one actor is granted at a time while there is less
+        than that for every actor; the rest waits for the next call (pass 1 once ``allowed``
+        is the whole budget, so that the last steps are granted).
         """
         lost, stepped = lost or {}, stepped or {}
         known = sorted(known)
@@ -70,19 +74,25 @@ class CreditLedger:
         available = allowed - received - outstanding
         growing = [a for a in known if a not in frozen]
         if available > 0 and growing:
-            share, extra = divmod(available, len(growing))
-            # The remainder goes to the actors granted least so far. (Giving it to the first
-            # in name order starved the others when the learner frees fewer steps per grant
-            # than there are actors: a slow learner freed 1-2 steps each time, and sim-00 and
-            # sim-01 took every one of them.)
-            behind = sorted(growing, key=lambda a: (self.granted[a], a))[:extra]
-            for a in growing:
-                more = share + (a in behind)
+            for a, more in self._shares(available, growing, min_share).items():
                 if max_outstanding is not None:
                     held = self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)
                     more = max(0, min(more, max_outstanding - max(0, held)))
                 self.granted[a] += more
         return {a: self.granted[a] for a in known}
+
+    def _shares(self, available: int, growing: list[str], min_share: int) -> dict[str, int]:
+        """How ``available`` steps are split among ``growing`` actors. Evenly, the remainder
+        to the actors granted least so far (giving it to the first in name order starved
+        the others when a slow learner freed 1-2 steps per grant: sim-00 and sim-01 took
+        every one). While the even share is below ``min_share``, ``min_share`` each to as
+        many of those granted least as it covers: an actor closes its batch when its
+        credit runs out, so a share of 4 steps was a message of 4 transitions."""
+        by_least = sorted(growing, key=lambda a: (self.granted[a], a))
+        if available < min_share * len(growing):
+            return {a: min_share for a in by_least[: available // min_share]}
+        share, extra = divmod(available, len(growing))
+        return {a: share + (i < extra) for i, a in enumerate(by_least)}
 
 
 class Grants:

@@ -350,8 +350,25 @@ class FleetControl:
         # board) cannot take all of it and stall the fleet.
         cap = max(1, math.ceil((allowed - received) / 2))
         return self._ledger.grant(
-            allowed, received, by_actor, sorted(online), lost, idle, stepped, cap
+            allowed,
+            received,
+            by_actor,
+            sorted(online),
+            lost,
+            idle,
+            stepped,
+            cap,
+            min_share=self._min_share(allowed, len(online)),
         )
+
+    def _min_share(self, allowed: int, online: int) -> int:
+        """``fleet.min_grant``, at most half the lead per online actor (the learner keeps
+        data to train on while slices wait), and 1 once the budget is allowed (the last
+        steps must be granted)."""
+        if allowed >= self.cfg.total_env_steps:
+            return 1
+        half_lead = self.cfg.max_lag_transitions // (2 * max(1, online))
+        return max(1, min(self.cfg.fleet.min_grant, half_lead))
 
     def _owners_only(self, by_actor: Mapping[str, int]) -> dict[str, int]:  # holds _lock
         """Of each actor, what the session that owns its id delivered (0 until the owner's

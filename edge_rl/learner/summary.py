@@ -127,6 +127,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
                 "state": a.state,
                 "env_steps": a.env_steps,
                 "transitions_sent": a.transitions_sent,
+                "batches_sent": a.batches_sent,  # messages: transitions / batches is the size
                 "policy_version": a.policy_version,
                 # what the actor refused or could not send, by its own count
                 "batches_dropped": a.batches_dropped,

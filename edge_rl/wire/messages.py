@@ -46,7 +46,7 @@ def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
 
 _ACTOR_STATES = typing.get_args(ActorState)
 _RUN_STATES = typing.get_args(RunState)
-_STATUS_TEXT = ("actor_id", "board", "runtime", "run_id")  # strings of at most 128 characters
+_STATUS_TEXT = ("actor_id", "board", "runtime")  # strings of at most 128 characters
 _STATUS_COUNTS = (  # integers in [0, 2^53)
     "policy_version",
     "env_steps",
@@ -73,12 +73,14 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
         fields["breakdown"] = _breakdown(fields["breakdown"])
     if fields.get("state") not in _ACTOR_STATES:
         raise CodecError("bad_header", f"status state {fields.get('state')!r}")
-    for k in _STATUS_TEXT:
+    for k in (*_STATUS_TEXT, "run_id"):
         v = fields.get(k, "")
         if not isinstance(v, str) or len(v) > 128:
             raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
     if not _digest(fields.get("policy_digest", ""), empty=True):
         raise CodecError("bad_header", "status policy_digest must be 64 lowercase hex or empty")
+    if len(fields.get("run_id", "")) > MAX_RUN_ID:  # a string: checked with the texts above
+        raise CodecError("bad_header", f"status run_id must be <= {MAX_RUN_ID} chars")
     for k in _STATUS_COUNTS:
         v = fields.get(k, 0)
         if type(v) is not int or not 0 <= v < 2**53:

@@ -61,7 +61,10 @@ def peek_batch(data: bytes) -> tuple[str, int, int] | None:
 # --- transitions ----------------------------------------------------------------------
 
 
-def encode_transitions(batch: TransitionBatch) -> bytes:
+def encode_transitions(batch: TransitionBatch, describe: bool = False) -> bytes:
+    """The batch as sent. The body's layout is the canonical one for the batch's shapes
+    (§3.1), which the learner derives from its env spec; ``describe`` also lists it in the
+    header's ``arrays`` (about 260 bytes more per message for CartPole)."""
     arrays = {
         "obs": np.ascontiguousarray(batch.obs, _F32),
         "action": np.ascontiguousarray(
@@ -79,11 +82,25 @@ def encode_transitions(batch: TransitionBatch) -> bytes:
         "policy_version": batch.policy_version,
         "run_id": batch.run_id,
         "n": len(batch),
-        "arrays": [
-            {"name": k, "dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()
-        ],
     }
+    if describe:
+        header["arrays"] = [
+            {"name": k, "dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()
+        ]
     return _pack(MAGIC_TRANSITIONS, header, b"".join(a.tobytes() for a in arrays.values()))
+
+
+def canonical_layout(spec: EnvSpec, n: int) -> list[dict[str, object]]:
+    """The ``arrays`` a header leaves out: every array in §3.1's order, ``n`` rows."""
+    action = ("<i8", [n]) if spec.discrete else ("<f4", [n, *spec.action_shape])
+    return [
+        {"name": "obs", "dtype": _F32, "shape": [n, *spec.obs_shape]},
+        {"name": "action", "dtype": action[0], "shape": action[1]},
+        {"name": "reward", "dtype": _F32, "shape": [n]},
+        {"name": "next_obs", "dtype": _F32, "shape": [n, *spec.obs_shape]},
+        {"name": "terminated", "dtype": _U8, "shape": [n]},
+        {"name": "truncated", "dtype": _U8, "shape": [n]},
+    ]
 
 
 def decode_transitions(
@@ -97,7 +114,37 @@ def decode_transitions(
     run_id = run_id_field(header)
     if seq < 0 or version < 0 or session < 0 or n <= 0:
         raise CodecError("bad_header", "seq, session and policy_version >= 0, n > 0")
-    specs = _field(header, "arrays", list)
+    arrays = _read_arrays(_layout(header, spec, n), n, body)
+    batch = TransitionBatch(
+        actor_id=actor_id,
+        session=session,
+        seq=seq,
+        policy_version=version,
+        obs=arrays["obs"],
+        action=arrays["action"],
+        reward=arrays["reward"],
+        next_obs=arrays["next_obs"],
+        terminated=arrays["terminated"].astype(bool),
+        truncated=arrays["truncated"].astype(bool),
+        run_id=run_id,
+    )
+    if spec is not None:
+        validate_batch(batch, spec, raw_flags=(arrays["terminated"], arrays["truncated"]))
+    return batch
+
+
+def _layout(header: dict, spec: EnvSpec | None, n: int) -> list:
+    """The header's ``arrays``, or the canonical layout for ``spec`` when it leaves them out."""
+    if "arrays" in header:
+        return _field(header, "arrays", list)
+    if spec is None:
+        raise CodecError("bad_header", "no 'arrays' in the header and no env spec to lay out")
+    return canonical_layout(spec, n)
+
+
+def _read_arrays(specs: list, n: int, body: memoryview) -> dict[str, np.ndarray]:
+    """Each array of ``specs`` read from ``body``, checked: known names once each, wire
+    dtypes, shapes that start with ``n``, and exactly the body's bytes."""
     arrays: dict[str, np.ndarray] = {}
     offset = 0
     for item in specs:
@@ -124,22 +171,7 @@ def decode_transitions(
         raise CodecError("bad_array", f"missing arrays {missing}")
     if offset != len(body):
         raise CodecError("bad_array", f"{len(body) - offset} trailing bytes after the arrays")
-    batch = TransitionBatch(
-        actor_id=actor_id,
-        session=session,
-        seq=seq,
-        policy_version=version,
-        obs=arrays["obs"],
-        action=arrays["action"],
-        reward=arrays["reward"],
-        next_obs=arrays["next_obs"],
-        terminated=arrays["terminated"].astype(bool),
-        truncated=arrays["truncated"].astype(bool),
-        run_id=run_id,
-    )
-    if spec is not None:
-        validate_batch(batch, spec, raw_flags=(arrays["terminated"], arrays["truncated"]))
-    return batch
+    return arrays
 
 
 def validate_batch(

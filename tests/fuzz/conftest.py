@@ -17,8 +17,10 @@ class Seeds:
     """Real payloads: transition batches from gymnasium rollouts, signed policy bundles
     around a real int8 export (zlib and blocks coded), a status and a control message."""
 
-    cartpole: bytes
+    cartpole: bytes  # with the header's optional "arrays" (what array mutations edit)
     pendulum: bytes
+    cartpole_compact: bytes  # without: the learner lays the body out from its spec
+    pendulum_compact: bytes
     model: bytes  # the int8 .tflite, uncompressed
     zlib_model: bytes
     blocks_model: bytes
@@ -170,8 +172,10 @@ def seeds() -> Seeds:
     control = ControlMessage("running", run_id=RUN_ID, reason="credit")
     credit = CreditGrant(RUN_ID, session=4_503_599_627_370_495, credit=2331, refused=(17, 99))
     out = Seeds(
-        cartpole=encode_transitions(cart),
-        pendulum=encode_transitions(pend),
+        cartpole=encode_transitions(cart, describe=True),
+        pendulum=encode_transitions(pend, describe=True),
+        cartpole_compact=encode_transitions(cart),
+        pendulum_compact=encode_transitions(pend),
         model=model,
         zlib_model=zlib_model,
         blocks_model=blocks,

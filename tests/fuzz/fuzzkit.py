@@ -318,7 +318,9 @@ def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
         return why
     n = header["n"]
     want = _transition_layout(spec, n)
-    arrays = header.get("arrays")
+    # Left out, the arrays are §3.1's canonical layout for the spec.
+    canonical = [{"name": k, "dtype": d, "shape": list(s)} for k, (d, s) in want.items()]
+    arrays = header.get("arrays", canonical)
     if not isinstance(arrays, list) or not all(isinstance(a, dict) for a in arrays):
         return "arrays"
     if sorted(str(a.get("name")) for a in arrays) != sorted(want):

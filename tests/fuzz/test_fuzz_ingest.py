@@ -115,3 +115,5 @@ def test_fuzz_ingest_handle(seeds, budget, quiet_ingest):
 def test_the_seeds_are_ingested(seeds):
     check_ingest(TOPICS.transitions("sim-00"), seeds.cartpole, seeds.cartpole_spec, 3)
     check_ingest(TOPICS.transitions("sim-01"), seeds.pendulum, seeds.pendulum_spec, 3)
+    check_ingest(TOPICS.transitions("sim-00"), seeds.cartpole_compact, seeds.cartpole_spec, 3)
+    check_ingest(TOPICS.transitions("sim-01"), seeds.pendulum_compact, seeds.pendulum_spec, 3)

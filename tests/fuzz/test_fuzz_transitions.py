@@ -60,6 +60,8 @@ def test_the_seeds_are_valid(seeds):
     for payload, spec in (
         (seeds.cartpole, seeds.cartpole_spec),
         (seeds.pendulum, seeds.pendulum_spec),
+        (seeds.cartpole_compact, seeds.cartpole_spec),
+        (seeds.pendulum_compact, seeds.pendulum_spec),
     ):
         assert fk.transition_violation(payload, spec, MAX) is None
         batch = decode_transitions(payload, spec)

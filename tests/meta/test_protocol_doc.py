@@ -6,6 +6,7 @@ changes in the code must change in the document too: these tests fail until it d
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import math
@@ -186,6 +187,8 @@ def test_each_status_field_s_type_column_is_what_the_decoder_enforces(row):
         good, bad = ["", "x" * 128], ["x" * 129, 1, None]
     elif kind == "string: 64 lowercase hex digits, or empty":
         good, bad = ["", "0a" * 32], ["0A" * 32, "0a" * 31, "g" * 64, 1, None]
+    elif kind == "string, ≤ 64 characters":
+        good, bad = ["", "x" * 64], ["x" * 65, 1, None]
     elif name == "state":
         good = re.findall(r"`([a-z]+)`", kind)
         assert set(good) == set(typing.get_args(ActorState))
@@ -248,3 +251,105 @@ def test_the_control_tables_list_every_run_state():
         header = json.dumps({"state": state, "run_id": "r"}).encode()
         payload = struct.pack("<4sHI", MAGIC_CONTROL, SCHEMA_VERSION, len(header)) + header
         assert decode_control(payload).state == state
+
+
+# --- §7 reject reasons against the reasons the code can raise ---------------------------------
+
+PACKAGE = REPO / "edge_rl"
+# Where a reason is raised -> the words §7's "raised by" column uses for that place.
+RAISED_BY = {"wire": "codec", "learner": "learner ingest", "actor": "actor policy slot"}
+_REJECTS = ("CodecError", "Rejected", "reject", "_reject")
+
+
+def _raised_reasons() -> dict[str, set[str]]:
+    """reason -> the top packages (wire, learner, actor) whose code raises or counts it: the
+    first argument of every ``CodecError(...)``, ``Rejected(...)`` and ``reject(...)``."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name not in _REJECTS:
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                part = path.relative_to(PACKAGE).parts[0]
+                found.setdefault(first.value, set()).add(part)
+            else:  # a reason passed on (e.reason): it was raised with a literal elsewhere
+                assert isinstance(first, ast.Attribute) and first.attr == "reason", (
+                    f"{path}:{node.lineno}: a reason that is not a literal"
+                )
+    return found
+
+
+REASON_ROWS = _table(_section("## 7. Reject reasons"), "reason")
+
+
+def test_the_reject_table_is_the_set_of_reasons_the_code_raises():
+    documented = {_name(r["reason"]) for r in REASON_ROWS}
+    raised = _raised_reasons()
+    assert set(raised) == documented, (
+        f"raised, not in §7: {sorted(set(raised) - documented)}; "
+        f"in §7, never raised: {sorted(documented - set(raised))}"
+    )
+
+
+def test_each_reason_s_raised_by_column_names_where_the_code_raises_it():
+    by_reason: dict[str, str] = {}
+    for r in REASON_ROWS:
+        by_reason[_name(r["reason"])] = by_reason.get(_name(r["reason"]), "") + r["raised by"]
+    for reason, parts in _raised_reasons().items():
+        for part in parts:
+            assert RAISED_BY[part] in by_reason[reason], f"{reason}: raised in edge_rl/{part}/"
+
+
+# --- run ids: one length limit, the one the code checks ---------------------------------------
+
+
+def test_every_documented_run_id_limit_is_the_code_s():
+    from edge_rl.wire.messages import MAX_RUN_ID
+
+    limits: set[int] = set()
+    for m in re.finditer(r"`run_id`[^\n]*?(?:≤|at most) (\d+) characters", DOC):
+        limits.add(int(m.group(1)))
+    assert limits == {MAX_RUN_ID}, f"run id limits in docs/protocol.md: {limits}"
+    long = "r" * (MAX_RUN_ID + 1)
+    with pytest.raises(CodecError):
+        _decode({**REQUIRED_HEADER, "run_id": long})
+
+
+# --- §5.4: the board's state machine in one place ---------------------------------------------
+
+MACHINE = _section("### 5.4 The board's states")
+
+
+def test_the_state_machine_names_every_control_state_and_every_status_state():
+    diagram = MACHINE[MACHINE.index("```") : MACHINE.index("```", MACHINE.index("```") + 3)]
+    for state in typing.get_args(RunState):
+        assert f"{state}(R" in diagram or f"{state}|" in diagram, f"{state} not in the diagram"
+    rows = _table(MACHINE, "state")
+    reported = {re.fullmatch(r"`([a-z]+)`", r["status `state`"]).group(1) for r in rows}
+    assert reported == set(typing.get_args(ActorState)) - {"offline"}
+
+
+def test_the_state_machine_s_timers_are_the_board_file_and_config_keys():
+    timers = _table(MACHINE, "timer")
+    text = " ".join(r["value (reference)"] for r in timers)
+    for key in ("status_interval_s", "serving_status_interval_s", "flush_interval_s"):
+        assert f"`{key}`" in text and hasattr(BoardConfig(board="x"), key)
+    assert "`credit_timeout_s`" in text and "`fleet.identity_window_s`" in text
+
+
+# --- §7.1: the summary keys ---------------------------------------------------------------------
+
+
+def test_the_summary_keys_are_the_ones_the_learner_writes():
+    source = (PACKAGE / "learner" / "summary.py").read_text()
+    rows = _table(_section("### 7.1 Where the learner counts them"), "key")
+    for row in rows:
+        assert f'"{_name(row["key"])}":' in source, f"{row['key']} is not in summary.json"
+    actors = {r["key"]: r for r in rows}["`actors`"]["what"]
+    for key in re.findall(r"`([a-z_]+)`", actors):
+        assert f'"{key}":' in source, f"actors.{key} is not in summary.json"

@@ -244,7 +244,7 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
         def recording_handle(topic, payload):
             accepted = real_handle(topic, payload)
             if accepted:
-                versions.append(decode_transitions(payload).policy_version)
+                versions.append(decode_transitions(payload, node.spec).policy_version)
             return accepted
 
         node.ingest.handle = recording_handle

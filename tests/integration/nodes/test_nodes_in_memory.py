@@ -157,6 +157,42 @@ def test_the_control_message_stays_small_and_each_grant_too_for_10000_actors():
     assert max(len(p) for t, p in publish.sent if t == topics.control) < 100
 
 
+def _sliced_round(min_grant: int, total: int, updates: int) -> dict[str, int]:
+    """Four actors that used and delivered a first grant of 500 steps: what the next round,
+    at ``updates`` (each update frees one step), grants each beyond the 125 it had."""
+    cfg = run_config(
+        "slices",
+        total_env_steps=total,
+        learning_starts=100,
+        replay_ratio=1.0,
+        max_lag_transitions=400,
+        fleet=FleetConfig(actors=0, min_grant=min_grant),
+    )
+    topics, publish = Topics(cfg.transport.root, cfg.run), Recorder()
+    delivered: dict[str, int] = {}
+    fleet = fleet_control(cfg, publish, received=lambda: (sum(delivered.values()), delivered))
+    actors = ["a0", "a1", "a2", "a3"]
+    for n, actor in enumerate(actors):
+        fleet.on_status(topics.status(actor), status(actor, session=n))
+    fleet.send("running", updates=0)
+    assert publish.credits() == dict.fromkeys(actors, 125)
+    delivered.update(publish.credits())
+    fleet.send("running", updates=updates)
+    return {a: c - 125 for a, c in publish.credits().items()}
+
+
+def test_a_trickle_of_credit_is_granted_in_slices_of_min_grant():
+    """An actor ships its batch when its credit runs out: 40 steps freed for 4 actors are
+    one slice of 32 (one batch), not 10 each (four batches); the 8 left wait."""
+    assert sorted(_sliced_round(32, 100_000, 40).values()) == [0, 0, 0, 32]
+    assert sorted(_sliced_round(32, 100_000, 10).values()) == [0, 0, 0, 0]
+    assert _sliced_round(1, 100_000, 40) == dict.fromkeys(["a0", "a1", "a2", "a3"], 10)
+    # The slice is at most half the lead per actor: 400 // (2 x 4) = 50.
+    assert sorted(_sliced_round(1_000, 100_000, 100).values()) == [0, 0, 50, 50]
+    # Once the budget is allowed, the last steps go out as they are.
+    assert _sliced_round(32, 540, 40) == dict.fromkeys(["a0", "a1", "a2", "a3"], 10)
+
+
 def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
     cfg = run_config("fc3", fleet=FleetConfig(actors=0, max_actors=2))
     topics = Topics(cfg.transport.root, cfg.run)

@@ -85,3 +85,33 @@ def test_an_actor_ahead_of_a_resumed_learner_is_granted_past_its_own_steps():
     assert first == {"a0": 962}  # its 587 outstanding fill what is allowed, until lost
     again = ledger.grant(900, 375, by_actor, ["a0"], lost={"a0": 587}, stepped=stepped)
     assert again == {"a0": 962 + 900 - 375}  # past its own steps: it steps again
+
+
+def test_a_trickle_goes_out_in_slices_of_min_share():
+    """1-2 steps freed per grant among 4 actors: with min_share 16, each grant that changes
+    gives one actor 16 steps (a batch of 16 transitions), in turn, and nothing is lost."""
+    ledger, actors = CreditLedger(), ["sim-00", "sim-01", "sim-02", "sim-03"]
+    delivered = ledger.grant(2000, 0, {}, actors, min_share=16)  # plenty: even shares
+    assert set(delivered.values()) == {500}
+    allowed, slices = 2000, []
+    for tick in range(3000):
+        allowed += 1 + tick % 2
+        credits = ledger.grant(allowed, sum(delivered.values()), delivered, actors, min_share=16)
+        slices += [credits[a] - delivered[a] for a in actors if credits[a] != delivered[a]]
+        delivered = dict(credits)  # every actor uses all it has at once
+    assert set(slices) == {16}
+    steps = sorted(delivered.values())
+    assert allowed - 16 < sum(steps) <= allowed  # what waits is less than one slice
+    assert steps[-1] - steps[0] <= 16, delivered
+    # Once the whole budget is allowed, min_share 1 grants the rest.
+    credits = ledger.grant(allowed, sum(steps), delivered, actors, min_share=1)
+    assert sum(credits.values()) == allowed
+
+
+def test_min_share_does_not_change_plentiful_grants():
+    for min_share in (1, 64):
+        assert CreditLedger().grant(1000, 0, {}, ["b", "a", "c"], min_share=min_share) == {
+            "a": 334,
+            "b": 333,
+            "c": 333,
+        }

@@ -1,4 +1,4 @@
-"""Protocol v1 codec: round trips and every rejection the learner relies on."""
+"""Protocol v4 codec: round trips and every rejection the learner relies on."""
 
 from __future__ import annotations
 
@@ -54,10 +54,11 @@ def make_batch(spec: EnvSpec = CARTPOLE, n: int = 5, **override) -> TransitionBa
     return TransitionBatch(**fields)
 
 
+@pytest.mark.parametrize("describe", [False, True], ids=["compact", "described"])
 @pytest.mark.parametrize("spec", [CARTPOLE, PENDULUM], ids=["discrete", "box"])
-def test_transitions_round_trip(spec):
+def test_transitions_round_trip(spec, describe):
     batch = make_batch(spec)
-    out = decode_transitions(encode_transitions(batch), spec)
+    out = decode_transitions(encode_transitions(batch, describe=describe), spec)
     assert (out.actor_id, out.session, out.seq, out.policy_version) == ("pi-01", 123, 7, 3)
     for name in TransitionBatch.ARRAYS:
         np.testing.assert_array_equal(getattr(out, name), getattr(batch, name))
@@ -81,8 +82,15 @@ def _raw_header(payload: bytes, edit) -> bytes:
     return struct.pack("<4sHI", magic, version, len(h)) + h + payload[10 + hlen :]
 
 
-GOOD = encode_transitions(make_batch())
-assert b'"seq":7' in GOOD
+def described(batch: TransitionBatch) -> bytes:
+    """With the header's ``arrays``: what the decoder checks of a layout a sender lists."""
+    return encode_transitions(batch, describe=True)
+
+
+GOOD = described(make_batch())
+assert b'"seq":7' in GOOD and b'"arrays"' in GOOD
+COMPACT = encode_transitions(make_batch())
+assert b'"arrays"' not in COMPACT
 
 # (case id, payload, spec, expected reason)
 REJECTIONS = [
@@ -104,19 +112,19 @@ REJECTIONS = [
     ("n mismatch", _replace_header(GOOD, n=4), CARTPOLE, "shape"),
     (
         "obs wrong shape",
-        encode_transitions(make_batch(obs=np.zeros((5, 3), np.float32))),
+        described(make_batch(obs=np.zeros((5, 3), np.float32))),
         CARTPOLE,
         "shape",
     ),
     (
         "next_obs 2-d extra",
-        encode_transitions(make_batch(next_obs=np.zeros((5, 4, 1), np.float32))),
+        described(make_batch(next_obs=np.zeros((5, 4, 1), np.float32))),
         CARTPOLE,
         "shape",
     ),
     (
         "float action for discrete",
-        encode_transitions(make_batch(action=np.zeros(5, np.float32))),
+        described(make_batch(action=np.zeros(5, np.float32))),
         CARTPOLE,
         "dtype",
     ),
@@ -136,37 +144,37 @@ REJECTIONS = [
     ),
     (
         "nan obs",
-        encode_transitions(make_batch(obs=np.full((5, 4), np.nan, np.float32))),
+        described(make_batch(obs=np.full((5, 4), np.nan, np.float32))),
         CARTPOLE,
         "non_finite",
     ),
     (
         "inf reward",
-        encode_transitions(make_batch(reward=np.array([1, 1, np.inf, 1, 1], np.float32))),
+        described(make_batch(reward=np.array([1, 1, np.inf, 1, 1], np.float32))),
         CARTPOLE,
         "non_finite",
     ),
     (
         "action 2 of 2",
-        encode_transitions(make_batch(action=np.array([0, 1, 2, 0, 1], np.int64))),
+        described(make_batch(action=np.array([0, 1, 2, 0, 1], np.int64))),
         CARTPOLE,
         "action_range",
     ),
     (
         "negative action",
-        encode_transitions(make_batch(action=np.array([0, -1, 0, 0, 1], np.int64))),
+        described(make_batch(action=np.array([0, -1, 0, 0, 1], np.int64))),
         CARTPOLE,
         "action_range",
     ),
     (
         "box action out of bounds",
-        encode_transitions(make_batch(PENDULUM, action=np.full((5, 1), 2.5, np.float32))),
+        described(make_batch(PENDULUM, action=np.full((5, 1), 2.5, np.float32))),
         PENDULUM,
         "action_range",
     ),
     (
         "box action nan",
-        encode_transitions(make_batch(PENDULUM, action=np.full((5, 1), np.nan, np.float32))),
+        described(make_batch(PENDULUM, action=np.full((5, 1), np.nan, np.float32))),
         PENDULUM,
         "non_finite",
     ),
@@ -205,6 +213,11 @@ REJECTIONS = [
         CARTPOLE,
         "bad_header",
     ),
+    ("compact n mismatch", _replace_header(COMPACT, n=4), CARTPOLE, "bad_array"),
+    ("compact n too large", _replace_header(COMPACT, n=6), CARTPOLE, "truncated"),
+    ("compact, other env", encode_transitions(make_batch(PENDULUM)), CARTPOLE, "truncated"),
+    ("compact, cut", COMPACT[:-1], CARTPOLE, "truncated"),
+    ("compact, trailing", COMPACT + b"\0", CARTPOLE, "bad_array"),
 ]
 
 
@@ -223,6 +236,20 @@ def test_unknown_status_and_control_fields_are_ignored():
     assert decode_status(_replace_header(status, battery_volts=3.7)).actor_id == "a"
     ctrl = encode_control(ControlMessage("running"))
     assert decode_control(_replace_header(ctrl, future_knob=1)).state == "running"
+
+
+def test_a_compact_batch_needs_the_env_spec_to_decode():
+    with pytest.raises(CodecError) as err:
+        decode_transitions(COMPACT)
+    assert err.value.reason == "bad_header"
+    assert decode_transitions(GOOD).seq == 7  # a described one lays itself out
+
+
+def test_the_compact_header_is_the_described_one_without_its_arrays():
+    h_compact = struct.unpack_from("<I", COMPACT, 6)[0]
+    h_described = struct.unpack_from("<I", GOOD, 6)[0]
+    assert COMPACT[10 + h_compact :] == GOOD[10 + h_described :]  # the same body
+    assert h_described - h_compact > 200  # the arrays list is most of the header
 
 
 def test_peek_count_reads_n_or_zero():
