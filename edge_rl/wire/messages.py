@@ -64,6 +64,17 @@ _STATUS_COUNTS = (  # integers in [0, 2^53)
 )
 
 
+def _check_status_texts(fields: dict) -> None:
+    for k in (*_STATUS_TEXT, "run_id"):
+        v = fields.get(k, "")
+        if not isinstance(v, str) or len(v) > 128:
+            raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
+    if not _digest(fields.get("policy_digest", ""), empty=True):
+        raise CodecError("bad_header", "status policy_digest must be 64 lowercase hex or empty")
+    if len(fields.get("run_id", "")) > MAX_RUN_ID:  # a string: checked with the texts above
+        raise CodecError("bad_header", f"status run_id must be <= {MAX_RUN_ID} chars")
+
+
 def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
     """Every field type- and range-checked: a status feeds the live view, the summary and
     the credit ledger, and a string where a count belongs must not reach any of them."""
@@ -73,14 +84,7 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
         fields["breakdown"] = _breakdown(fields["breakdown"])
     if fields.get("state") not in _ACTOR_STATES:
         raise CodecError("bad_header", f"status state {fields.get('state')!r}")
-    for k in (*_STATUS_TEXT, "run_id"):
-        v = fields.get(k, "")
-        if not isinstance(v, str) or len(v) > 128:
-            raise CodecError("bad_header", f"status {k!r} must be a string of <= 128 chars")
-    if not _digest(fields.get("policy_digest", ""), empty=True):
-        raise CodecError("bad_header", "status policy_digest must be 64 lowercase hex or empty")
-    if len(fields.get("run_id", "")) > MAX_RUN_ID:  # a string: checked with the texts above
-        raise CodecError("bad_header", f"status run_id must be <= {MAX_RUN_ID} chars")
+    _check_status_texts(fields)
     for k in _STATUS_COUNTS:
         v = fields.get(k, 0)
         if type(v) is not int or not 0 <= v < 2**53:
