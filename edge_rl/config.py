@@ -170,8 +170,8 @@ class QuarantineConfig:
 
     enabled: bool = True
     # Robust z-score (0.6745 × (x − median) / MAD over the judged boards) of a board's mean
-    # reward per step or mean episode return past which it is an outlier.
-    max_z: float = 5.0
+    # reward per step or median episode return past which it is an outlier.
+    max_z: float = 6.0
     # The MAD is at least this fraction of |median| (and 1e-3): boards that agree almost
     # exactly (CartPole's reward is always 1) must not turn noise into a large z.
     mad_floor: float = 0.1

@@ -15,8 +15,9 @@ of one run act with the same policies in the same env, so their recent figures a
 to noise. The rule, with ``QuarantineConfig``'s figures:
 
 * a board is judged on its last ``window_transitions`` transitions (mean reward per step)
-  and its last ``window_episodes`` returns (mean return), once it has ``min_transitions``
-  (``min_episodes``) of them;
+  and its last ``window_episodes`` returns (their median: while a fleet learns, one long
+  episode among short ones moved an honest board's mean return to a z of 4.4 against its
+  fleet), once it has ``min_transitions`` (``min_episodes``) of them;
 * with at least ``min_boards`` judged boards, each figure's robust z-score is
   ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, 1e-3)`` over the judged boards
   not in quarantine; ``|z| > max_z`` on either figure quarantines the board (both ways: a
@@ -61,7 +62,7 @@ def robust_z(values: Mapping[str, float], mad_floor: float) -> dict[str, float]:
 @dataclass(frozen=True)
 class Verdict:
     """Why a board was quarantined: ``rule`` is ``reward`` (mean reward per step),
-    ``return`` (mean episode return) or ``refused`` (share of refused batches)."""
+    ``return`` (median episode return) or ``refused`` (share of refused batches)."""
 
     actor: str
     rule: str
@@ -84,6 +85,7 @@ class BoardFigures:
     std_reward: float | None
     returns: int  # episode returns in the return window
     mean_return: float | None
+    median_return: float | None
     std_return: float | None
     peak_z: float  # the largest |z| the rule gave it so far (how close it came)
 
@@ -132,6 +134,7 @@ class _Board:
             std,
             len(rets),
             float(rets.mean()) if len(rets) else None,
+            float(np.median(rets)) if len(rets) else None,
             float(rets.std()) if len(rets) else None,
             self.peak_z,
         )
@@ -255,9 +258,9 @@ class BoardWatch:
             if f.window >= cfg.min_transitions and f.mean_reward is not None
         }
         returns = {
-            a: f.mean_return
+            a: f.median_return
             for a, f in free.items()
-            if f.returns >= cfg.min_episodes and f.mean_return is not None
+            if f.returns >= cfg.min_episodes and f.median_return is not None
         }
         for rule, values in (("reward", rewards), ("return", returns)):
             if len(values) < cfg.min_boards:

@@ -38,7 +38,11 @@ def test_robust_z_is_the_mad_score_with_a_floor():
 
 CASES = [  # (name, each board's mean reward per step, who is quarantined)
     ("an honest fleet, noisy", {"a": -6.1, "b": -5.4, "c": -6.9, "d": -5.9}, set()),
-    ("one board at the bound's edge", {"a": -6.1, "b": -5.4, "c": -6.9, "evil": 0.0}, {"evil"}),
+    (
+        "one board at the bound's edge",
+        {"a": -6.1, "b": -5.4, "c": -6.9, "d": -6.0, "evil": 0.0},
+        {"evil"},
+    ),
     ("one board far below", {"a": -1.0, "b": -1.1, "c": -0.9, "evil": -16.0}, {"evil"}),
     ("two boards: too few to judge", {"a": -6.0, "evil": 0.0}, set()),
     ("three boards, one off", {"a": -6.0, "b": -6.2, "evil": 0.0}, {"evil"}),
@@ -78,20 +82,24 @@ def test_only_the_recent_window_counts():
 
 
 def test_episode_returns_far_off_the_fleet_quarantine_a_board():
-    """CartPole: every reward is 1, so only the returns tell a board that ends every
-    episode at once."""
+    """CartPole: every reward is 1, so only the returns tell a board whose pole never
+    falls (every episode truncated at 200) from a fleet that returns ~20."""
     watch = BoardWatch(RULE)
     for actor, ret in {"a": 24.0, "b": 19.0, "c": 22.0}.items():
         feed(watch, actor, 1.0, returns=[ret - 3, ret + 3, ret])
-    feed(watch, "evil", 1.0, returns=[1.0] * 20)
+    feed(watch, "evil", 1.0, returns=[200.0] * 20)
+    feed(watch, "c", 1.0, returns=[500.0])  # one long episode moves a mean, not a median
     (verdict,) = watch.judge(env_steps=900, now=0.0)
     assert (verdict.actor, verdict.rule, verdict.value, verdict.env_steps) == (
         "evil",
         "return",
-        1.0,
+        200.0,
         900,
     )
-    assert verdict.fleet == pytest.approx(20.5)  # the median of the four means
+    # The median of the boards' medians (24, 19, 23.5, 200); c's mean return (141.5) would
+    # have been as far off as evil's.
+    assert verdict.fleet == pytest.approx(23.75)
+    assert watch.stats().boards["c"].mean_return == pytest.approx(141.5)
 
 
 def test_a_board_with_most_of_its_batches_refused_is_quarantined_alone():
