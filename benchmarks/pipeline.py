@@ -50,7 +50,7 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-def run_one(args: argparse.Namespace, arm: str, run_dir: Path) -> dict:
+def run_one(args: argparse.Namespace, arm: str, run_dir: Path, commit: str) -> dict:
     root = args.root.resolve()
     config = args.config if args.config.is_absolute() else root / args.config
     cmd = [sys.executable, "-m", "edge_rl.cli", "learn", "--config", str(config)]
@@ -78,7 +78,7 @@ def run_one(args: argparse.Namespace, arm: str, run_dir: Path) -> dict:
     meta = {
         "arm": arm,
         "root": str(root),
-        "commit": _commit(root),
+        "commit": commit,
         "load_1min": round(load, 2),
         "load_1min_end": round(os.getloadavg()[0], 2),
         "command_wall_s": round(time.monotonic() - t0, 1),
@@ -171,12 +171,13 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.reuse:
+        commit = _commit(args.root)  # once: every arm runs the code as it was at the start
         for arm in args.arms:
-            run_dir = args.out / f"{_commit(args.root)}-s{args.seed}-{arm}"
+            run_dir = args.out / f"{commit}-s{args.seed}-{arm}"
             if run_dir.exists():
                 sys.exit(f"{run_dir} exists: choose another --out or remove it")
             run_dir.mkdir(parents=True)
-            meta = run_one(args, arm, run_dir)
+            meta = run_one(args, arm, run_dir, commit)
             print(f"{arm}: {meta}", flush=True)
     dirs = sorted(d for d in args.out.iterdir() if (d / "pipeline.json").exists())
     print(md_table(HEADERS, [row(d) for d in dirs]))
