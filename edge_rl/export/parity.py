@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
+from edge_rl.export.blas import single_threaded
+from edge_rl.export.folded import ACTIVATIONS
 from edge_rl.export.tflite import ExportedModel
 from edge_rl.runtime.litert import TFLitePolicy
 
@@ -22,10 +24,33 @@ def _both(
     obs = np.asarray(obs, np.float32)
     if obs.ndim < 2 or obs.shape[0] == 0:
         raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
+    obs = obs.reshape(obs.shape[0], -1)
     policy = TFLitePolicy(exported.tflite)
-    lite = policy.batch(obs)  # [n, out]
-    float_out = np.asarray(model(obs.reshape(obs.shape[0], -1), training=False))  # [n, out]
+    with single_threaded():  # the learner's updates hold the other core
+        lite = policy.batch_at_once(obs)  # [n, out]
+        float_out = float_forward(model, obs)  # [n, out]
     return lite, float_out
+
+
+def float_forward(model: keras.Model, obs: np.ndarray) -> np.ndarray:
+    """``model`` on ``obs [n, obs_dim]`` in float32: a plain Dense stack in NumPy (a few
+    matrix products on this thread: no TensorFlow op competes with the learner's updates
+    for the cores and the GIL), any other model through Keras."""
+    layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
+    dense = all(
+        isinstance(layer, keras.layers.Dense)
+        and keras.activations.serialize(layer.activation) in ACTIVATIONS
+        for layer in layers
+    )
+    if not layers or not dense:
+        return np.asarray(model(obs, training=False))
+    x = obs
+    for layer in layers:
+        x = x @ np.asarray(layer.kernel, np.float32)
+        if layer.use_bias:
+            x = x + np.asarray(layer.bias, np.float32)
+        x = ACTIVATIONS[keras.activations.serialize(layer.activation)](x)
+    return np.asarray(x, np.float32)
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,7 @@ class LearnerNode:
         finally:
             self.stop.armed = False
             self.exporter.shutdown()
+            self.selection.close()
             # An error: the boards hold and wait, as for a stop (no-op once serving).
             self.fleet.send("paused", reason="the learner stopped")
             self.inbox.stop(timeout=10)

@@ -40,10 +40,12 @@ class DQNConfig:
     exploration_fraction: float = 0.16
 
     # Execution. Several gradient steps per compiled call amortise the Python -> TF
-    # dispatch, which dominates at batch 64 with 256-256 nets on a small CPU; one step per
-    # call is the exact unit the tests reason in, the examples set 16 and XLA.
-    updates_per_call: int = 1
-    jit_compile: bool = False  # XLA-compile the update
+    # dispatch, which dominates at batch 64 with 256-256 nets on a small CPU: 16 steps per
+    # XLA-compiled call ran 3x the updates/s of one step per call (docs/benchmarks.md,
+    # updates/s). A call's K steps equal K one-step calls (tests/unit/agents/test_fast_path.py);
+    # the tests that reason step by step set 1.
+    updates_per_call: int = 16
+    jit_compile: bool = True  # XLA-compile the update
 
     def __post_init__(self) -> None:
         # Fail at construction, not at the first update an hour into a run.

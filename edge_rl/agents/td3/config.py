@@ -39,9 +39,10 @@ class TD3Config:
     exploration_sigma: float = 0.1
 
     # Execution. Several gradient steps per compiled call amortise the Python -> TF dispatch,
-    # which dominates at batch 256 with 256-256 nets on a small CPU.
-    updates_per_call: int = 1
-    jit_compile: bool = False  # XLA-compile the update
+    # which dominates at batch 256 with 256-256 nets on a small CPU: 16 steps per XLA-compiled
+    # call ran 1.5x the updates/s of one step per call (docs/benchmarks.md, updates/s).
+    updates_per_call: int = 16
+    jit_compile: bool = True  # XLA-compile the update
 
     def __post_init__(self) -> None:
         # Fail at construction, not at the first update an hour into a run.

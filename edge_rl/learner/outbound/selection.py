@@ -26,7 +26,7 @@ from edge_rl.learner.outbound.packager import (
     policies_state,
     version_of,
 )
-from edge_rl.runtime.evaluate import EvalResult, evaluate
+from edge_rl.runtime.evaluate import EvalResult, Evaluator, evaluate
 from edge_rl.types import PartState
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ class ModelSelection:
         self.best: tuple[Published, float] | None = None
         self.top: list[tuple[Published, float]] = []  # the TOP best, best first
         self._lock = threading.Lock()
+        # env id -> its scoring envs, made once (the exporter thread, then the recheck)
+        self._evaluators: dict[str, Evaluator] = {}
 
     @classmethod
     def for_run(cls, cfg: RunConfig, packager: PolicyPackager) -> ModelSelection:
@@ -77,7 +79,7 @@ class ModelSelection:
         return bool(self.every) and version % self.every == 0
 
     def score(self, published: Published) -> float:
-        result = evaluate_policy(published, self.episodes, self.seed)
+        result = evaluate_policy(published, self.episodes, self.seed, self._evaluators)
         v = published.bundle.manifest.policy_version
         with self._lock:
             self.scores[v] = result.mean
@@ -111,7 +113,8 @@ class ModelSelection:
         v_last = version_of(last)
         candidates = [p for p, _ in self.top if version_of(p) != v_last] + [last]
         for p in candidates:
-            again = evaluate_policy(p, m, self.seed + 7_919).mean  # seeds apart from both
+            # seeds apart from both
+            again = evaluate_policy(p, m, self.seed + 7_919, self._evaluators).mean
             first = self.scores[p.bundle.manifest.policy_version]
             combined.append(((first * n + again * m) / (n + m), p))
             log.info(
@@ -126,6 +129,13 @@ class ModelSelection:
         if version_of(best) == v_last or best_score <= last_score:
             return None
         return best, best_score, last_score
+
+    def close(self) -> None:
+        """Close the scoring envs (the end of a run)."""
+        with self._lock:
+            evaluators, self._evaluators = list(self._evaluators.values()), {}
+        for evaluator in evaluators:
+            evaluator.close()
 
     def stats(self) -> SelectionStats:
         with self._lock:
@@ -159,7 +169,16 @@ class ModelSelection:
             self.top = [(kept[v], score) for v, score in s["top"]]
 
 
-def evaluate_policy(published: Published, episodes: int, seed: int) -> EvalResult:
-    """Greedy episodes of a published model in LiteRT, on the env its manifest names."""
+def evaluate_policy(
+    published: Published,
+    episodes: int,
+    seed: int,
+    evaluators: dict[str, Evaluator] | None = None,
+) -> EvalResult:
+    """Greedy episodes of a published model in LiteRT, on the env its manifest names; on
+    the envs kept in ``evaluators`` (by env id, made on first use) when given."""
     m = published.bundle.manifest
-    return evaluate(published.model, m.env_id, episodes, manifest=m, seed=seed)
+    if evaluators is None:
+        return evaluate(published.model, m.env_id, episodes, manifest=m, seed=seed)
+    evaluator = evaluators.setdefault(m.env_id, Evaluator(m.env_id))
+    return evaluator.run(published.model, episodes, manifest=m, seed=seed)

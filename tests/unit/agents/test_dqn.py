@@ -86,6 +86,8 @@ def test_dqn_target_by_hand(double: bool, expected: list[float]) -> None:
 
 # --- hand-set weights (Dopamine style) ----------------------------------------------------
 
+# One step per call, plain TF: these tests reason step by step.
+ONE_STEP = {"updates_per_call": 1, "jit_compile": False}
 SPEC3 = EnvSpec(obs_shape=(3,), num_actions=3)
 
 
@@ -104,7 +106,7 @@ def _hand_set(learner_net, w1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> No
     ],
 )
 def test_hand_set_q_values_and_greedy_action(obs: list, q: list, action: int) -> None:
-    learner = DQNLearner(SPEC3, DQNConfig(hidden=(3,)), seed=0)
+    learner = DQNLearner(SPEC3, DQNConfig(hidden=(3,), **ONE_STEP), seed=0)
     eye = np.eye(3, dtype=np.float32)
     _hand_set(
         learner.q_network,
@@ -123,7 +125,7 @@ def test_td_error_uses_the_hand_set_target_net(double: bool, expected_td: float)
     # s' = (1, 2): online picks a=1, target rates it 10; the plain max is 20.
     # s = (3, 0), a = 0: Q = 3.  y = 1 + 0.5 * {10, 20} -> |y - Q| = {3, 8}.
     spec = EnvSpec(obs_shape=(2,), num_actions=2)
-    learner = DQNLearner(spec, DQNConfig(hidden=(2,), gamma=0.5, double_dqn=double))
+    learner = DQNLearner(spec, DQNConfig(hidden=(2,), gamma=0.5, double_dqn=double, **ONE_STEP))
     eye, zero2 = np.eye(2, dtype=np.float32), np.zeros(2, np.float32)
     _hand_set(learner.q_network, eye, eye, zero2)
     _hand_set(learner.target_network, eye, 10 * eye[::-1], zero2)
@@ -156,7 +158,7 @@ def _random_batch(n: int, seed: int) -> ReplaySample:
 @pytest.mark.parametrize("double", [True, False])
 def test_updates_reduce_td_error_on_a_fixed_batch(double: bool) -> None:
     # The target net never syncs, so this is plain regression onto fixed labels.
-    config = DQNConfig(hidden=(64, 64), target_update_interval=10**9, double_dqn=double)
+    config = DQNConfig(hidden=(64, 64), target_update_interval=10**9, double_dqn=double, **ONE_STEP)
     learner = DQNLearner(SPEC4, config, seed=1)
     batch = _random_batch(64, seed=2)
     before = float(np.mean(learner.td_errors(batch)))
@@ -171,7 +173,9 @@ def test_updates_reduce_td_error_on_a_fixed_batch(double: bool) -> None:
 
 
 def test_target_is_hard_copied_every_interval_and_compiled_once() -> None:
-    learner = DQNLearner(SPEC4, DQNConfig(hidden=(8,), target_update_interval=3), seed=0)
+    learner = DQNLearner(
+        SPEC4, DQNConfig(hidden=(8,), target_update_interval=3, **ONE_STEP), seed=0
+    )
 
     def same() -> bool:
         online, target = learner.q_network.get_weights(), learner.target_network.get_weights()
@@ -191,7 +195,7 @@ def test_rejects_continuous_actions() -> None:
 
 
 def test_compile_traces_without_stepping():
-    learner = DQNLearner(SPEC4, DQNConfig(hidden=(8,)), seed=0)
+    learner = DQNLearner(SPEC4, DQNConfig(hidden=(8,), **ONE_STEP), seed=0)
     before = [w.copy() for w in learner.q_network.get_weights()]
     learner.compile()
     assert learner.updates == 0

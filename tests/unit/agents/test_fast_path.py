@@ -26,10 +26,20 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 PENDULUM = EnvSpec(obs_shape=(3,), action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
 # target_update_interval 3 with K = 4: the hard copy falls inside a call (after steps 3, 6).
-DQN = DQNConfig(hidden=(16, 16), batch_size=8, target_update_interval=3)
+# One step per call, plain TF: the unit the K-step call is compared against.
+DQN = DQNConfig(
+    hidden=(16, 16), batch_size=8, target_update_interval=3, updates_per_call=1, jit_compile=False
+)
 # target_noise 0: the smoothing noise is drawn per step in either case, but this keeps the
 # comparison about the update math alone.
-TD3 = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16), batch_size=8, target_noise=0.0)
+TD3 = TD3Config(
+    actor_hidden=(16, 16),
+    critic_hidden=(16, 16),
+    batch_size=8,
+    target_noise=0.0,
+    updates_per_call=1,
+    jit_compile=False,
+)
 
 
 def batch(spec: EnvSpec, n: int, seed: int) -> ReplaySample:
@@ -157,3 +167,15 @@ def test_the_examples_take_16_xla_compiled_steps_per_call(path: Path) -> None:
     cfg = load_run_config(path)
     algo_cfg = cfg.dqn if cfg.algo == "dqn" else cfg.td3
     assert algo_cfg.updates_per_call == 16 and algo_cfg.jit_compile is True, path.name
+
+
+def test_the_fast_path_is_the_default() -> None:
+    """A config that says nothing about execution (the CLI without a file, a test's
+    RunConfig) takes 16 XLA-compiled steps per call, as the examples do."""
+    for algo_cfg in (
+        DQNConfig(),
+        TD3Config(),
+        RunConfig("CartPole-v1").dqn,
+        RunConfig("Pendulum-v1", algo="td3").td3,
+    ):
+        assert algo_cfg.updates_per_call == 16 and algo_cfg.jit_compile is True

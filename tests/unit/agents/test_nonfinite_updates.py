@@ -32,7 +32,11 @@ def weights(nets) -> list[np.ndarray]:
 
 
 def test_dqn_skips_a_nan_update_and_applies_a_finite_one():
-    agent = DQNLearner(CARTPOLE, DQNConfig(hidden=(16, 16), batch_size=8), seed=0)
+    agent = DQNLearner(
+        CARTPOLE,
+        DQNConfig(hidden=(16, 16), batch_size=8, updates_per_call=1, jit_compile=False),
+        seed=0,
+    )
     before = weights([agent.q_network])
     agent.update(sample(8, 4, np.zeros(8, np.int64), reward=float("nan")))
     assert agent.skipped == 1
@@ -45,7 +49,14 @@ def test_dqn_skips_a_nan_update_and_applies_a_finite_one():
 def test_td3_skips_a_nan_critic_step_and_keeps_every_weight_finite():
     # A NaN reward poisons the critics' loss; the actor's (through the untouched critic Q1)
     # stays finite, so its step may go on.
-    cfg = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16), batch_size=8, policy_delay=1)
+    cfg = TD3Config(
+        actor_hidden=(16, 16),
+        critic_hidden=(16, 16),
+        batch_size=8,
+        policy_delay=1,
+        updates_per_call=1,
+        jit_compile=False,
+    )
     agent = TD3Learner(PENDULUM, cfg, seed=0)
     n = 8 * cfg.updates_per_call
     before = weights(agent.critics)

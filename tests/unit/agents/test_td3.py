@@ -142,7 +142,14 @@ def test_td3_target_by_hand(pi_next: float, eps: float, r: float, done: float, e
 # --- learning -----------------------------------------------------------------------------
 
 SPEC = EnvSpec(obs_shape=(3,), action_shape=(2,), action_low=(-1.0, 0.0), action_high=(1.0, 2.0))
-SMALL = TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16), batch_size=32)
+# One step per call, plain TF: the tests below reason step by step.
+SMALL = TD3Config(
+    actor_hidden=(16, 16),
+    critic_hidden=(16, 16),
+    batch_size=32,
+    updates_per_call=1,
+    jit_compile=False,
+)
 
 
 def _batch(n: int, seed: int) -> ReplaySample:

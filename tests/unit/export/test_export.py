@@ -192,3 +192,28 @@ def test_a_model_with_integer_io_is_rejected_by_the_loader(model: keras.Model) -
     converter.inference_input_type = converter.inference_output_type = tf.int8
     with pytest.raises(ValueError, match="float32 I/O"):
         TFLitePolicy(converter.convert())
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp16", "fp32"])
+def test_batch_at_once_equals_the_one_row_calls(
+    exports: dict[str, ExportedModel], precision: str
+) -> None:
+    """The learner's parity check and scoring run 1,000 rows in one invoke: each row's
+    output is the one the actor's batch-1 call gives, bit for bit, for every size."""
+    policy = TFLitePolicy(exports[precision].tflite)
+    for n in (1000, 7, 1000):  # resized down and up again
+        obs = _obs(n, seed=n)
+        np.testing.assert_array_equal(policy.batch_at_once(obs), policy.batch(obs))
+    assert policy.input_shape == (1, 4)  # the actor's interpreter keeps batch 1
+    with pytest.raises(ValueError, match="at least one"):
+        policy.batch_at_once(np.zeros((0, 4), np.float32))
+
+
+def test_float_forward_is_the_keras_model(model: keras.Model) -> None:
+    """The parity check's float reference runs the Dense stack in NumPy: Keras's output."""
+    from edge_rl.export.parity import float_forward
+
+    obs = _obs(1000, seed=4)
+    np.testing.assert_allclose(
+        float_forward(model, obs), np.asarray(model(obs)), rtol=1e-5, atol=1e-5
+    )
