@@ -536,18 +536,20 @@ def main(argv: list[str] | None = None) -> None:
     else:
         sb3_python, note = ensure_sb3_venv(args.sb3_venv, install=not args.no_sb3_install)
     print(note, flush=True)
+    head = (
+        f"# edge-rl vs Stable-Baselines3 ({mode}; threads {args.threads}; "
+        f"{args.episodes} greedy episodes a side)\n\n{note}\n"
+    )
     records = []
     for name in args.tasks.split(","):
         pair = make_pair(TASKS[name], args)
         print(f"{name}: both sides start ({mode}) ...", flush=True)
         records.append(run_pair(pair, out / name, sb3_python, args.threads))
-    head = (
-        f"# edge-rl vs Stable-Baselines3 ({mode}; threads {args.threads}; "
-        f"{args.episodes} greedy episodes a side)\n\n{note}\n"
-    )
-    text = f"{head}\n{table(records, note)}\n\n{breakdown(records)}\n"
-    (out / "table.md").write_text(text)
-    (out / "results.json").write_text(json.dumps({"note": note, "records": records}, indent=1))
+        # Written after every task: a long run stopped later keeps the tasks done so far.
+        text = f"{head}\n{table(records, note)}\n\n{breakdown(records)}\n"
+        (out / "table.md").write_text(text)
+        results = {"note": note, "records": records}
+        (out / "results.json").write_text(json.dumps(results, indent=1))
     print(text, flush=True)
 
 
