@@ -134,5 +134,8 @@ def deploy(
 
 
 def _default_bundle_key(source: Path) -> Path | None:
-    pub = source / "signing.pub"
-    return pub if source.is_dir() and pub.is_file() else None
+    """A run directory's own public key, if it has one."""
+    from edge_rl.learner.run_dir import RunDir
+
+    pub = RunDir(source).signing_public_key if source.is_dir() else None
+    return pub if pub is not None and pub.is_file() else None

@@ -8,12 +8,14 @@ fleet-status``).
         watch.statuses()                # actor id -> (ActorStatus, when it came)
 
 Retained statuses arrive at once on subscribing, so a board that said anything since the
-run began is listed, offline ones too (their last will). A status that does not decode is
-counted (``rejected``) and ignored; the board's previous one stands.
+run began is listed, offline ones too (their last will). A status that does not decode, or
+names another board than its topic, is counted (``rejected``), logged once and ignored;
+the board's previous one stands.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -25,6 +27,8 @@ from edge_rl.types import ActorStatus, ControlMessage
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import decode_control, decode_status
 from edge_rl.wire.topics import Topics
+
+log = logging.getLogger(__name__)
 
 
 def report_of(status: ActorStatus, seen: float) -> BoardReport:
@@ -78,14 +82,19 @@ class FleetWatch:
                 self._control_seen.set()
                 return
             status = decode_status(payload)
-        except CodecError:
-            self.rejected += 1
+        except CodecError as e:
+            self._reject(f"{topic}: {e}")
             return
         if self.topics.actor_of(topic) != status.actor_id:
-            self.rejected += 1  # a status must name the board of its topic
+            self._reject(f"{topic}: status of {status.actor_id!r}")  # it must name its board
             return
         with self._lock:
             self._statuses[status.actor_id] = (status, self.clock())
+
+    def _reject(self, detail: str) -> None:
+        self.rejected += 1
+        if self.rejected == 1:  # logged once, counted always
+            log.warning("ignored a message that does not decode (%s)", detail)
 
     def wait_connected(self, timeout: float) -> None:
         if not self.transport.wait_connected(timeout):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from edge_rl.deploy.fleet_watch import FleetWatch
 from edge_rl.deploy.rollout import Assign, Outcome, Revert, Rollout, RolloutPlan, Target
+from edge_rl.learner.run_dir import RunDir
 from edge_rl.transport.base import Connect, Transport
 from edge_rl.types import PolicyBundle, PolicyTarget
 from edge_rl.wire.messages import encode_target
@@ -42,8 +43,8 @@ class NotServing(Exception):
 
 
 def source_bundle(source: Path) -> Path:
-    """The bundle file of ``source``: a run directory's ``policy.bundle``, or the file."""
-    path = source / "policy.bundle" if source.is_dir() else source
+    """The bundle file of ``source``: a run directory's deployed bundle, or the file."""
+    path = RunDir(source).bundle if source.is_dir() else source
     if not path.is_file():
         raise FileNotFoundError(f"no policy bundle at {path}")
     return path
