@@ -53,6 +53,7 @@ from edge_rl.actor.exploration import Explorer, greedy
 from edge_rl.actor.policy_slot import LoadedPolicy, PolicySlot
 from edge_rl.actor.run_control import RunControl
 from edge_rl.actor.serving import ServedReturns
+from edge_rl.actor.shared_models import SharedModels
 from edge_rl.boards import BoardConfig
 from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
@@ -88,9 +89,14 @@ class ActorOptions:
 
 class ActorNode:
     def __init__(
-        self, board: BoardConfig, opts: ActorOptions, connect: Connect | None = None
+        self,
+        board: BoardConfig,
+        opts: ActorOptions,
+        connect: Connect | None = None,
+        models: SharedModels | None = None,
     ) -> None:
-        """``connect``: how to reach the broker (default: MQTT at ``opts.broker``)."""
+        """``connect``: how to reach the broker (default: MQTT at ``opts.broker``).
+        ``models``: the interpreters a fleet host's boards share (actor/host.py)."""
         self.board = board
         self.opts = opts
         self.topics = Topics(opts.root, opts.run)
@@ -114,6 +120,7 @@ class ActorNode:
             max_model_bytes=board.max_policy_bytes,
             max_tensor_bytes=board.max_tensor_bytes,
             runtime=board.runtime,
+            models=models,
         )
         self.batcher = Batcher(
             opts.actor_id, self.session, board.batch_size, board.flush_interval_s
@@ -126,6 +133,7 @@ class ActorNode:
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
         self.transitions_oversize = 0
         self.steps_per_s = 0.0
+        self._reported_version = 0  # the policy version the last status named
         self._returns: deque[float] = deque(maxlen=20)
         self._obs: np.ndarray | None = None  # the env's current observation
         self._ep_return = 0.0  # the current episode's return so far
@@ -209,7 +217,7 @@ class ActorNode:
                 self._join(run_id)
                 next_status = 0.0  # say so at once: the learner ignores other run starts
             now = time.monotonic()
-            if now >= next_status:
+            if now >= next_status or self.slot.version != self._reported_version:
                 self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())
@@ -447,7 +455,11 @@ class ActorNode:
         }
 
     def _publish_status(self, state: ActorState, wait: float = 0.0) -> None:
-        payload = encode_status(self._status(state))
+        status = self._status(state)
+        # A new policy is reported at once, not at the next period: the learner sees
+        # its fan-out finish (benchmarks/control_plane.py) within a stint.
+        self._reported_version = status.policy_version
+        payload = encode_status(status)
         self.transport.publish(
             self.topics.status(self.opts.actor_id), payload, qos=1, retain=True, wait=wait
         )

@@ -1,7 +1,8 @@
 """``edge-rl``: the command group. Each command is a module of this package:
 
 learn (and --resume) | stop | fleet | credentials | flash | retire | keygen | eval | report
-on the learner host; actor | doctor on a board.
+on the learner host; actor | doctor on a board; host (many simulated boards in one
+process, started by fleet --procs).
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -18,6 +19,7 @@ from edge_rl.cli.doctor import doctor
 from edge_rl.cli.eval import eval_
 from edge_rl.cli.flash import flash
 from edge_rl.cli.fleet import fleet
+from edge_rl.cli.host import host
 from edge_rl.cli.keygen import keygen
 from edge_rl.cli.learn import learn
 from edge_rl.cli.report import report
@@ -38,6 +40,7 @@ main.add_command(stop)
 main.add_command(actor)
 main.add_command(doctor)
 main.add_command(fleet)
+main.add_command(host)
 main.add_command(flash)
 main.add_command(retire)
 main.add_command(credentials)
