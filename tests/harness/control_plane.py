@@ -215,6 +215,10 @@ class ControlPlane:
         with self._lock:
             return sorted(v - t for v in self.version_at[version].values())
 
+    def fleet_received(self) -> int:
+        """Transitions received from every board so far."""
+        return self._received()[0]
+
     def stepping(self) -> int:
         with self._lock:
             return len(self.by_actor)

@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""The control plane at 10, 100 and 1,000 boards: one table.
+
+    nice .venv/bin/python benchmarks/control_plane.py                       # 10, 100, 1000
+    .venv/bin/python benchmarks/control_plane.py --boards 10 --window 5    # a smoke run
+
+Each row starts a Mosquitto of its own (a password per board and the run's ACL, as
+``edge-rl learn`` does), the learner's control plane (tests/harness/control_plane.py: its
+real ``FleetControl`` on a real MQTT client, no training: credit flows as if the updates
+kept up) and ``edge-rl fleet --procs P`` (rpi4 boards, emulated). Columns:
+
+* boards / procs: simulated boards, and the ``edge-rl host`` processes they run in
+* spread s: each board connects after a random delay up to this (0: all at once)
+* connect s: from the fleet's start until every board's first status was seen
+* conn fail: boards whose log says a CONNECT failed or was refused before it got in
+* status/s, grant/s: messages the learner received / published in the steady window
+* cp cpu %: the learner's CPU inside FleetControl (statuses and grants) over the window,
+  in % of one core; proc cpu %: the whole control-plane process (its MQTT thread too)
+* int8 p50/p99 s, gst p50/p99 s: from a policy's publish until a board's status names it,
+  over every board (int8: zlib codec; gst: GST-pruned int8, blocks codec)
+* MB/board: the fleet processes' RSS / boards; broker KB/conn: Mosquitto's RSS / boards
+* tr/s: transitions the learner received per second in the window
+
+Timings depend on the machine's load: the table notes ``os.getloadavg()`` at the end.
+Nothing here asserts a number: tests/e2e/benchmarks/test_control_plane_bench.py runs a
+small one and checks its shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the control-plane harness
+from _common import md_table  # noqa: E402
+
+from edge_rl.boards import board_file  # noqa: E402
+from edge_rl.broker.config import BrokerAccounts  # noqa: E402
+from edge_rl.broker.embedded import EmbeddedBroker  # noqa: E402
+from edge_rl.sim.fleet import Fleet, fleet_ids  # noqa: E402
+from edge_rl.wire.signing import Signer  # noqa: E402
+from edge_rl.wire.topics import Topics  # noqa: E402
+from tests.harness.control_plane import ControlPlane, Models, wait  # noqa: E402
+
+HEADERS = [
+    "boards",
+    "procs",
+    "spread s",
+    "connect s",
+    "conn fail",
+    "status/s",
+    "grant/s",
+    "cp cpu %",
+    "proc cpu %",
+    "int8 p50 s",
+    "int8 p99 s",
+    "gst p50 s",
+    "gst p99 s",
+    "MB/board",
+    "broker KB/conn",
+    "tr/s",
+]
+RUN, RUN_ID = "scale", "scale-start"
+CONNECT_FAILED = re.compile(r"refused the connection|cannot connect|disconnected \(")
+
+
+@dataclass
+class Row:
+    boards: int
+    procs: int
+    spread: float
+    connect_s: float | None = None
+    conn_fail: int = 0
+    status_per_s: float = 0.0
+    grant_per_s: float = 0.0
+    cp_cpu: float = 0.0
+    proc_cpu: float = 0.0
+    int8: tuple[float, float] | None = None
+    gst: tuple[float, float] | None = None
+    mb_per_board: float = 0.0
+    broker_kb: float = 0.0
+    transitions_per_s: float = 0.0
+
+    def cells(self) -> list:
+        def q(p: tuple[float, float] | None, i: int) -> str:
+            return "-" if p is None else f"{p[i]:.2f}"
+
+        return [
+            self.boards,
+            self.procs,
+            f"{self.spread:g}",
+            "-" if self.connect_s is None else f"{self.connect_s:.1f}",
+            self.conn_fail,
+            f"{self.status_per_s:.0f}",
+            f"{self.grant_per_s:.0f}",
+            f"{self.cp_cpu:.1f}",
+            f"{self.proc_cpu:.1f}",
+            q(self.int8, 0),
+            q(self.int8, 1),
+            q(self.gst, 0),
+            q(self.gst, 1),
+            f"{self.mb_per_board:.1f}",
+            f"{self.broker_kb:.0f}",
+            f"{self.transitions_per_s:.0f}",
+        ]
+
+
+def rss_kb(pid: int | None) -> int:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, TypeError):
+        return 0
+    m = re.search(r"VmRSS:\s+(\d+) kB", text)
+    return int(m.group(1)) if m else 0
+
+
+def raise_fd_limit(n: int) -> None:
+    """Mosquitto (a child: it inherits the limit) holds a socket per board."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n * 2 + 1024 if hard == resource.RLIM_INFINITY else min(n * 2 + 1024, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def percentiles(xs: list[float], n: int) -> tuple[float, float] | None:
+    if len(xs) < n:
+        return None  # not every board loaded it in time
+    return xs[len(xs) // 2], xs[min(len(xs) - 1, int(len(xs) * 0.99))]
+
+
+def fan_out(cp: ControlPlane, payload: bytes, version: int, n: int, timeout: float):
+    cp.publish_policy(payload, version)
+    wait(lambda: cp.loaded(version) == n, timeout)
+    return percentiles(cp.fan_out_s(version), n)
+
+
+def measure(n: int, procs: int, spread: float, window: float, models: Models, work: Path) -> Row:
+    row = Row(n, procs, spread)
+    signer = Signer.generate()
+    key = work / f"signing-{n}-{spread:g}.pub"
+    signer.write_public(key)
+    ids = fleet_ids(n)
+    topics = Topics("edge-rl", RUN)
+    accounts = BrokerAccounts(ids, root="edge-rl", run=RUN)
+    logs = work / f"fleet-{n}-{spread:g}"
+    timeout = 60 + n * 0.3
+    with (
+        EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=work) as broker,
+        ControlPlane(broker.url, broker.auth("learner"), topics, RUN_ID, signer, boards=n) as cp,
+    ):
+        cp.fleet.send("running")
+        fleet = Fleet(
+            n,
+            board_file("rpi4"),
+            broker.url,
+            "CartPole-v1",
+            policy_key=key,
+            run=RUN,
+            log_dir=logs,
+            auth=broker.auth,
+            procs=procs,
+            start_spread_s=spread,
+        )
+        with fleet:
+            t0 = time.monotonic()
+            if wait(lambda: len(cp.first_seen) == n, timeout):
+                row.connect_s = max(cp.first_seen.values()) - t0
+            row.int8 = fan_out(cp, models.bundle("int8", 1, RUN, RUN_ID, signer), 1, n, timeout)
+            row.gst = fan_out(cp, models.bundle("gst", 2, RUN, RUN_ID, signer), 2, n, timeout)
+            wait(lambda: cp.stepping() == n, timeout)
+            before = (cp.statuses, cp.sent["grant"], cp.status_cpu_s + cp.grant_cpu_s)
+            received, cpu0 = cp.fleet_received(), time.process_time()
+            time.sleep(window)
+            row.status_per_s = (cp.statuses - before[0]) / window
+            row.grant_per_s = (cp.sent["grant"] - before[1]) / window
+            row.cp_cpu = 100 * (cp.status_cpu_s + cp.grant_cpu_s - before[2]) / window
+            row.proc_cpu = 100 * (time.process_time() - cpu0) / window
+            row.transitions_per_s = (cp.fleet_received() - received) / window
+            row.mb_per_board = sum(rss_kb(p.pid) for p in fleet.procs) / 1024 / n
+            row.broker_kb = rss_kb(broker.pid) / n
+        row.conn_fail = sum(
+            1 for f in logs.glob("*.log") for line in f.open() if CONNECT_FAILED.search(line)
+        )
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--boards", default="10,100,1000", help="comma-separated fleet sizes")
+    ap.add_argument("--per-proc", type=int, default=250, help="boards per edge-rl host")
+    ap.add_argument("--spread", default="0,auto", help="start spreads (s); auto: boards/200")
+    ap.add_argument("--window", type=float, default=20.0, help="steady-state window (s)")
+    ap.add_argument("--out", type=Path, help="also write the table here")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.boards.split(",")]
+    raise_fd_limit(max(sizes))
+    models = Models()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="edge-rl-cp-") as tmp:
+        for n in sizes:
+            procs = max(1, -(-n // args.per_proc))
+            for s in args.spread.split(","):
+                spread = n / 200 if s == "auto" else float(s)
+                row = measure(n, procs, spread, args.window, models, Path(tmp))
+                print(md_table(HEADERS, [row.cells()]).splitlines()[-1], flush=True)
+                rows.append(row)
+    table = md_table(HEADERS, [r.cells() for r in rows])
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    text = f"{table}\n\nload average at the end: {load} ({os.cpu_count()} CPUs)\n"
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
