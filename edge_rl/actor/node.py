@@ -68,6 +68,11 @@ from edge_rl.wire.transitions import encode_transitions
 
 log = logging.getLogger(__name__)
 
+# Longest sleep of a board that may not step (no credit, paused, no learner yet): a grant
+# or control message ends it at once; a spooled batch is retried and a new policy
+# reported at least this often.
+WAIT_TURN_S = 0.1
+
 
 def _no_model(obs: np.ndarray) -> None:
     """The model's output while there is no policy: none (every action is random)."""
@@ -226,7 +231,8 @@ class ActorNode:
                 lap("idle")  # status, bookkeeping, and the last sleep
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 lap("publish")
-                time.sleep(0.01)
+                # A policy loaded meanwhile is reported within this wait (its status).
+                self.rc.wait_news(WAIT_TURN_S)
                 continue
             lap("idle")  # control, status and loop bookkeeping since the last stint
             self._stint(self._steps_allowed(), min(next_status, self.batcher.due()) - now)

@@ -26,7 +26,7 @@ from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport
-from edge_rl.types import PolicyBundle, PolicyManifest
+from edge_rl.types import ActorStatus, PolicyBundle, PolicyManifest
 from edge_rl.wire.messages import decode_status
 from edge_rl.wire.policy import compress_model, encode_policy
 from edge_rl.wire.signing import Signer
@@ -120,7 +120,7 @@ class ControlPlane:
         self.by_actor: Counter[str] = Counter()  # transitions received
         self.batches = 0
         self.first_seen: dict[str, float] = {}  # actor -> monotonic time of its first status
-        self.states: dict[str, str] = {}  # actor -> its last status's state
+        self.last: dict[str, ActorStatus] = {}  # actor -> its last status
         self.sessions: dict[str, set[int]] = defaultdict(set)
         self.version_at: dict[int, dict[str, float]] = defaultdict(dict)  # v -> actor -> t
         self.published_at: dict[int, float] = {}
@@ -196,7 +196,7 @@ class ControlPlane:
         with self._lock:
             self.statuses += 1
             self.status_by[s.actor_id] += 1
-            self.states[s.actor_id] = s.state
+            self.last[s.actor_id] = s
             if s.state != "offline":
                 self.first_seen.setdefault(s.actor_id, now)
                 self.sessions[s.actor_id].add(s.session)
@@ -214,6 +214,10 @@ class ControlPlane:
         t = self.published_at[version]
         with self._lock:
             return sorted(v - t for v in self.version_at[version].values())
+
+    def statuses_now(self) -> dict[str, ActorStatus]:
+        with self._lock:
+            return dict(self.last)
 
     def fleet_received(self) -> int:
         """Transitions received from every board so far."""
