@@ -10,6 +10,9 @@ real ``FleetControl`` on a real MQTT client, no training: credit flows as if the
 kept up) and ``edge-rl fleet --procs P`` (rpi4 boards, emulated). Columns:
 
 * boards / procs: simulated boards, and the ``edge-rl host`` processes they run in
+* arm: ``before``, every board connects at once and every grant that grew is published
+  every 50 ms round; ``after``, connects spread over boards/200 s (``--start-spread``)
+  and grants bounded to 200/s over the fleet (``fleet.max_grants_per_s``)
 * spread s: each board connects after a random delay up to this (0: all at once)
 * connect s: from the fleet's start until every board's first status was seen
 * conn fail: boards whose log says a CONNECT failed or was refused before it got in
@@ -51,6 +54,7 @@ from edge_rl.wire.topics import Topics  # noqa: E402
 from tests.harness.control_plane import ControlPlane, Models, wait  # noqa: E402
 
 HEADERS = [
+    "arm",
     "boards",
     "procs",
     "spread s",
@@ -72,8 +76,14 @@ RUN, RUN_ID = "scale", "scale-start"
 CONNECT_FAILED = re.compile(r"refused the connection|cannot connect|disconnected \(")
 
 
+# before: every board connects at once, every grown grant is published every round;
+# after: connects spread over boards/200 s, grants bounded to 200/s over the fleet.
+ARMS = {"before": (0.0, 0.0), "after": (1 / 200, 200.0)}
+
+
 @dataclass
 class Row:
+    arm: str
     boards: int
     procs: int
     spread: float
@@ -94,6 +104,7 @@ class Row:
             return "-" if p is None else f"{p[i]:.2f}"
 
         return [
+            self.arm,
             self.boards,
             self.procs,
             f"{self.spread:g}",
@@ -142,19 +153,29 @@ def fan_out(cp: ControlPlane, payload: bytes, version: int, n: int, timeout: flo
     return percentiles(cp.fan_out_s(version), n)
 
 
-def measure(n: int, procs: int, spread: float, window: float, models: Models, work: Path) -> Row:
-    row = Row(n, procs, spread)
+def measure(arm: str, n: int, procs: int, window: float, models: Models, work: Path) -> Row:
+    spread_per_board, grant_rate = ARMS[arm]
+    spread = n * spread_per_board
+    row = Row(arm, n, procs, spread)
     signer = Signer.generate()
-    key = work / f"signing-{n}-{spread:g}.pub"
+    key = work / f"signing-{n}-{arm}.pub"
     signer.write_public(key)
     ids = fleet_ids(n)
     topics = Topics("edge-rl", RUN)
     accounts = BrokerAccounts(ids, root="edge-rl", run=RUN)
-    logs = work / f"fleet-{n}-{spread:g}"
+    logs = work / f"fleet-{n}-{arm}"
     timeout = 60 + n * 0.3
     with (
         EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=work) as broker,
-        ControlPlane(broker.url, broker.auth("learner"), topics, RUN_ID, signer, boards=n) as cp,
+        ControlPlane(
+            broker.url,
+            broker.auth("learner"),
+            topics,
+            RUN_ID,
+            signer,
+            boards=n,
+            max_grants_per_s=grant_rate,
+        ) as cp,
     ):
         cp.fleet.send("running")
         fleet = Fleet(
@@ -196,7 +217,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--boards", default="10,100,1000", help="comma-separated fleet sizes")
     ap.add_argument("--per-proc", type=int, default=250, help="boards per edge-rl host")
-    ap.add_argument("--spread", default="0,auto", help="start spreads (s); auto: boards/200")
+    ap.add_argument("--arms", default="before,after", help=f"of {sorted(ARMS)}")
     ap.add_argument("--window", type=float, default=20.0, help="steady-state window (s)")
     ap.add_argument("--out", type=Path, help="also write the table here")
     args = ap.parse_args()
@@ -207,9 +228,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="edge-rl-cp-") as tmp:
         for n in sizes:
             procs = max(1, -(-n // args.per_proc))
-            for s in args.spread.split(","):
-                spread = n / 200 if s == "auto" else float(s)
-                row = measure(n, procs, spread, args.window, models, Path(tmp))
+            for arm in args.arms.split(","):
+                row = measure(arm, n, procs, args.window, models, Path(tmp))
                 print(md_table(HEADERS, [row.cells()]).splitlines()[-1], flush=True)
                 rows.append(row)
     table = md_table(HEADERS, [r.cells() for r in rows])

@@ -13,6 +13,7 @@ it was connected, and when each board's status first named a policy version.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import time
@@ -21,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edge_rl.config import RunConfig
+from edge_rl.config import FleetConfig, RunConfig
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.auth import BrokerAuth
@@ -42,19 +43,29 @@ class Models:
 
     def __init__(self) -> None:
         from edge_rl.agents.dqn.networks import make_q_network
-        from edge_rl.compress.compressor import Compressor
-        from edge_rl.compress.config import CompressionConfig
-        from edge_rl.export.regions import weight_regions
         from edge_rl.export.tflite import export_policy
 
-        obs = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        self._obs = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        self.int8 = export_policy(make_q_network(4, 2, (32, 32), seed=0), self._obs, "int8")
+
+    @functools.cached_property
+    def gst(self):
+        """The GST-pruned export, made when first asked for."""
+        from edge_rl.agents.dqn.networks import make_q_network
+        from edge_rl.compress.compressor import Compressor
+        from edge_rl.compress.config import CompressionConfig
+        from edge_rl.export.tflite import export_policy
+
         net = make_q_network(4, 2, (32, 32), seed=0)
-        self.int8 = export_policy(net, obs, "int8")
-        gst_net = make_q_network(4, 2, (32, 32), seed=0)
-        comp = Compressor(CompressionConfig(method="gst", s_shift=0.0), gst_net, total_updates=10)
+        comp = Compressor(CompressionConfig(method="gst", s_shift=0.0), net, total_updates=10)
         comp.on_updates(1)
-        self.gst = export_policy(gst_net, obs, "int8", per_channel=False)
-        self.gst_blocks = compress_model(self.gst.tflite, "blocks", weight_regions(self.gst.tflite))
+        return export_policy(net, self._obs, "int8", per_channel=False)
+
+    @functools.cached_property
+    def gst_blocks(self) -> bytes:
+        from edge_rl.export.regions import weight_regions
+
+        return compress_model(self.gst.tflite, "blocks", weight_regions(self.gst.tflite))
 
     def bundle(self, kind: str, version: int, run: str, run_id: str, signer: Signer) -> bytes:
         """``kind``: ``int8`` (zlib) or ``gst`` (blocks)."""
@@ -98,6 +109,7 @@ class ControlPlane:
         lag_per_board: int = 256,
         boards: int = 1,
         grant_every_s: float = 0.05,
+        max_grants_per_s: float = 200.0,
     ) -> None:
         self.topics = topics
         self.run_id = run_id
@@ -108,6 +120,7 @@ class ControlPlane:
             total_env_steps=env_steps,
             max_lag_transitions=lag_per_board * boards,
             learning_starts=0,
+            fleet=FleetConfig(max_grants_per_s=max_grants_per_s),
         )
         self.fleet = FleetControl(cfg, topics, self._publish, self._received, run_id)
         self.grant_every_s = grant_every_s
