@@ -72,6 +72,8 @@ log = logging.getLogger(__name__)
 # or control message ends it at once; a spooled batch is retried and a new policy
 # reported at least this often.
 WAIT_TURN_S = 0.1
+# The least time between two statuses (apart from the one on connect and the last one).
+MIN_STATUS_GAP_S = 0.05
 
 
 def _no_model(obs: np.ndarray) -> None:
@@ -222,7 +224,7 @@ class ActorNode:
                 self._join(run_id)
                 next_status = 0.0  # say so at once: the learner ignores other run starts
             now = time.monotonic()
-            if now >= next_status or self.slot.version != self._reported_version:
+            if now >= next_status or self._new_policy_to_report(now - rate_t):
                 self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())
@@ -366,6 +368,11 @@ class ActorNode:
         t0 = self.clock.now()
         self._obs, _ = self.env.reset()
         return self.clock.now() - t0
+
+    def _new_policy_to_report(self, since_status: float) -> bool:
+        """A policy loaded since the last status, which was at least the smallest status
+        interval ago (docs/protocol.md §5, *How often*): it is reported now."""
+        return self.slot.version != self._reported_version and since_status >= MIN_STATUS_GAP_S
 
     def _state(self) -> ActorState:
         return self.rc.status_state(self.env_steps)
