@@ -213,6 +213,43 @@ def measure(arm: str, n: int, procs: int, window: float, models: Models, work: P
     return row
 
 
+def read_table(path: Path) -> list[dict[str, str]]:
+    """The rows of a table this script wrote (``--out``), as column -> cell."""
+    lines = [x for x in path.read_text().splitlines() if x.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [
+        dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True))
+        for line in lines[2:]
+    ]
+
+
+def plot(table: Path, out: Path) -> None:
+    """Messages/s and fan-out p99 against the fleet size, before and after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_table(table)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for arm, style in (("before", "o--"), ("after", "s-")):
+        mine = [r for r in rows if r["arm"] == arm]
+        n = [int(r["boards"]) for r in mine]
+        for col, colour in (("grant/s", "C0"), ("status/s", "C1")):
+            ax1.plot(n, [float(r[col]) for r in mine], style, color=colour, label=f"{col} {arm}")
+        for col, colour in (("int8 p99 s", "C2"), ("gst p99 s", "C3")):
+            ys = [float(r[col]) if r[col] != "-" else float("nan") for r in mine]
+            ax2.plot(n, ys, style, color=colour, label=f"{col} {arm}")
+    for ax, title in ((ax1, "learner: messages/s"), (ax2, "policy fan-out p99 (s)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("boards")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--boards", default="10,100,1000", help="comma-separated fleet sizes")
@@ -220,7 +257,12 @@ def main() -> None:
     ap.add_argument("--arms", default="before,after", help=f"of {sorted(ARMS)}")
     ap.add_argument("--window", type=float, default=20.0, help="steady-state window (s)")
     ap.add_argument("--out", type=Path, help="also write the table here")
+    ap.add_argument("--plot", type=Path, help="plot the table (--out, or --replot's) here")
+    ap.add_argument("--replot", type=Path, help="only plot this earlier --out table")
     args = ap.parse_args()
+    if args.replot is not None:
+        plot(args.replot, args.plot)
+        return
     sizes = [int(x) for x in args.boards.split(",")]
     raise_fd_limit(max(sizes))
     models = Models()
@@ -234,10 +276,16 @@ def main() -> None:
                 rows.append(row)
     table = md_table(HEADERS, [r.cells() for r in rows])
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    text = f"{table}\n\nload average at the end: {load} ({os.cpu_count()} CPUs)\n"
+    sizes = {k: len(models.bundle(k, 1, RUN, RUN_ID, Signer.generate())) for k in ("int8", "gst")}
+    text = (
+        f"{table}\n\nload average at the end: {load} ({os.cpu_count()} CPUs); policy bundle "
+        f"bytes: int8 (zlib) {sizes['int8']:,}, gst (blocks) {sizes['gst']:,}\n"
+    )
     print(text)
     if args.out is not None:
         args.out.write_text(text)
+        if args.plot is not None:
+            plot(args.out, args.plot)
 
 
 if __name__ == "__main__":
