@@ -57,10 +57,13 @@ def test_new_sessions_get_their_grant_at_once_and_more_credit_waits_its_turn():
     fleet, sent = fleet_of(300, rate=100.0)
     fleet.send("running", updates=0)
     assert len(sent) == 300 and set(sent.values()) == {1}  # a new session is never held back
+    t0 = time.monotonic()
     for updates in range(1, 6):  # five rounds, each raising every actor's credit
         fleet.send("running", updates=updates * 1000)
+    refilled = (time.monotonic() - t0) * 100  # what the bucket refilled meanwhile
     more = sum(sent.values()) - 300
-    assert 0 < more <= 50 + 5  # the burst (half a second of 100/s), and what 5 rounds refill
+    assert 0 < more <= 50 + refilled + 1  # the burst (half a second of 100/s) and the refill
+    assert more < 300  # however slow this machine: not every actor's
     # Oldest first: in time every actor gets its larger grant.
     deadline = time.monotonic() + 20
     while min(sent.values()) < 2 and time.monotonic() < deadline:
