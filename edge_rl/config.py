@@ -39,10 +39,20 @@ class FleetConfig:
     # credit runs out, so the slice is the batch size. At most max_lag_transitions / (2 x
     # online actors) is used, which keeps the learner's lead; 1: even shares every round.
     min_grant: int = 32
+    # Credit grants the learner publishes per second, over the whole fleet (0: no bound).
+    # A grant that names a new session or refuses one is never held back; a larger grant
+    # to an actor waits its turn, oldest first, and carries all its credit when it goes.
+    # A few boards never reach the bound (each gets at most one grant per 50 ms round);
+    # a thousand would otherwise cost ~10,000 messages/s (docs/scale.md).
+    max_grants_per_s: float = 200.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_grant <= 100_000:
             raise ValueError(f"fleet.min_grant must be in [1, 100000], got {self.min_grant}")
+        if not 0.0 <= self.max_grants_per_s <= 1e6:
+            raise ValueError(
+                f"fleet.max_grants_per_s must be in [0, 1e6], got {self.max_grants_per_s}"
+            )
         if not 0 <= self.actors <= 64:
             raise ValueError(f"fleet.actors must be in [0, 64], got {self.actors}")
         if not 1 <= self.max_actors <= 1_000_000:

@@ -53,6 +53,7 @@ from edge_rl.actor.exploration import Explorer, greedy
 from edge_rl.actor.policy_slot import LoadedPolicy, PolicySlot
 from edge_rl.actor.run_control import RunControl
 from edge_rl.actor.serving import ServedReturns
+from edge_rl.actor.shared_models import SharedModels
 from edge_rl.boards import BoardConfig
 from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
@@ -66,6 +67,13 @@ from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, Topics
 from edge_rl.wire.transitions import encode_transitions
 
 log = logging.getLogger(__name__)
+
+# Longest sleep of a board that may not step (no credit, paused, no learner yet): a grant
+# or control message ends it at once; a spooled batch is retried and a new policy
+# reported at least this often.
+WAIT_TURN_S = 0.1
+# The least time between two statuses (apart from the one on connect and the last one).
+MIN_STATUS_GAP_S = 0.05
 
 
 def _no_model(obs: np.ndarray) -> None:
@@ -88,9 +96,14 @@ class ActorOptions:
 
 class ActorNode:
     def __init__(
-        self, board: BoardConfig, opts: ActorOptions, connect: Connect | None = None
+        self,
+        board: BoardConfig,
+        opts: ActorOptions,
+        connect: Connect | None = None,
+        models: SharedModels | None = None,
     ) -> None:
-        """``connect``: how to reach the broker (default: MQTT at ``opts.broker``)."""
+        """``connect``: how to reach the broker (default: MQTT at ``opts.broker``).
+        ``models``: the interpreters a fleet host's boards share (actor/host.py)."""
         self.board = board
         self.opts = opts
         self.topics = Topics(opts.root, opts.run)
@@ -114,6 +127,7 @@ class ActorNode:
             max_model_bytes=board.max_policy_bytes,
             max_tensor_bytes=board.max_tensor_bytes,
             runtime=board.runtime,
+            models=models,
         )
         self.batcher = Batcher(
             opts.actor_id, self.session, board.batch_size, board.flush_interval_s
@@ -126,6 +140,7 @@ class ActorNode:
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
         self.transitions_oversize = 0
         self.steps_per_s = 0.0
+        self._reported_version = 0  # the policy version the last status named
         self._returns: deque[float] = deque(maxlen=20)
         self._obs: np.ndarray | None = None  # the env's current observation
         self._ep_return = 0.0  # the current episode's return so far
@@ -213,7 +228,7 @@ class ActorNode:
                 self._join(run_id)
                 next_status = 0.0  # say so at once: the learner ignores other run starts
             now = time.monotonic()
-            if now >= next_status:
+            if now >= next_status or self._new_policy_to_report(now - rate_t):
                 self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())
@@ -222,7 +237,8 @@ class ActorNode:
                 lap("idle")  # status, bookkeeping, and the last sleep
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 lap("publish")
-                time.sleep(0.01)
+                # A policy loaded meanwhile is reported within this wait (its status).
+                self.rc.wait_news(WAIT_TURN_S)
                 continue
             lap("idle")  # control, status and loop bookkeeping since the last stint
             self._stint(self._steps_allowed(), min(next_status, self.batcher.due()) - now)
@@ -358,6 +374,11 @@ class ActorNode:
         self._obs, _ = self.env.reset()
         return self.clock.now() - t0
 
+    def _new_policy_to_report(self, since_status: float) -> bool:
+        """A policy loaded since the last status, which was at least the smallest status
+        interval ago (docs/protocol.md §5, *How often*): it is reported now."""
+        return self.slot.version != self._reported_version and since_status >= MIN_STATUS_GAP_S
+
     def _state(self) -> ActorState:
         return self.rc.status_state(self.env_steps)
 
@@ -455,7 +476,11 @@ class ActorNode:
         }
 
     def _publish_status(self, state: ActorState, wait: float = 0.0) -> None:
-        payload = encode_status(self._status(state))
+        status = self._status(state)
+        # A new policy is reported at once, not at the next period: the learner sees
+        # its fan-out finish (benchmarks/control_plane.py) within a stint.
+        self._reported_version = status.policy_version
+        payload = encode_status(status)
         self.transport.publish(
             self.topics.status(self.opts.actor_id), payload, qos=1, retain=True, wait=wait
         )

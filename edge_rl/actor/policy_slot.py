@@ -35,6 +35,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from edge_rl.actor.shared_models import SharedModels, SharedRunner
 from edge_rl.runtime.litert import TFLitePolicy
 from edge_rl.specs import EnvSpec
 from edge_rl.types import PolicyManifest
@@ -52,7 +53,7 @@ ORDERING_REASONS = frozenset(("stale_version", "wrong_run"))
 @dataclass(frozen=True)
 class LoadedPolicy:
     manifest: PolicyManifest
-    runner: TFLitePolicy
+    runner: TFLitePolicy | SharedRunner
     receive_seconds: float  # decode + verify + decompress
     load_seconds: float  # interpreter construction + allocate_tensors
 
@@ -69,8 +70,12 @@ class PolicySlot:
         max_model_bytes: int = 8_000_000,
         max_tensor_bytes: int = 64_000_000,
         runtime: str = "ai_edge_litert",
+        models: SharedModels | None = None,
     ):
+        """``models``: the process's shared interpreters (actor/shared_models.py), for a
+        fleet host's boards; ``None``, a board of its own, builds its own."""
         self.spec = spec
+        self.models = models
         self.verifier = verifier
         self.run = run
         self.num_threads = num_threads
@@ -209,14 +214,9 @@ class PolicySlot:
             self.load_seconds += time.perf_counter() - t1
         return LoadedPolicy(m, runner, receive_seconds=t1 - t0, load_seconds=runner.load_seconds)
 
-    def _runner(self, m: PolicyManifest, model: bytes) -> TFLitePolicy:
+    def _runner(self, m: PolicyManifest, model: bytes) -> TFLitePolicy | SharedRunner:
         try:
-            runner = TFLitePolicy(
-                model,
-                num_threads=self.num_threads,
-                runtime=self.runtime,
-                max_tensor_bytes=self.max_tensor_bytes,
-            )
+            runner = self._interpreter(m, model)
         except ValueError as e:  # float I/O or the tensor bound
             raise CodecError("bad_model", str(e)) from None
         except RuntimeError as e:  # allocate_tensors can fail on a validly signed model
@@ -240,6 +240,18 @@ class PolicySlot:
         if shape != (1, *out):
             raise CodecError("load_failed", f"the model outputs {shape}, expected {(1, *out)}")
         return runner
+
+    def _interpreter(self, m: PolicyManifest, model: bytes) -> TFLitePolicy | SharedRunner:
+        """The model in LiteRT: the process's shared interpreter of these verified bytes
+        (``model``'s SHA-256 is ``m.model_sha256``: ``_verify`` checked it), or a new one."""
+        settings = {
+            "num_threads": self.num_threads,
+            "runtime": self.runtime,
+            "max_tensor_bytes": self.max_tensor_bytes,
+        }
+        if self.models is not None:
+            return self.models.runner(model, m.model_sha256, **settings)
+        return TFLitePolicy(model, **settings)
 
     def _verify(self, payload: bytes) -> tuple[PolicyManifest, bytes]:
         """Verify, decode, check run, version and spec, decompress and hash."""

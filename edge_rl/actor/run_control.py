@@ -56,6 +56,7 @@ class RunControl:
         self._join: ControlMessage | None = None  # a newer run start, for the loop
         self._grant: CreditGrant | None = None  # the newest grant of a run start not joined
         self._lock = threading.Lock()
+        self._news = threading.Event()  # a control, a grant or a stop came in
 
     # --- network thread ---------------------------------------------------------------
 
@@ -63,6 +64,7 @@ class RunControl:
         msg = self._decode(decode_control, payload, "control")
         if msg is None:
             return
+        self._news.set()
         with self._lock:
             if self.done:
                 return  # a redelivered control must not restart a stopping actor
@@ -85,6 +87,7 @@ class RunControl:
         grant = self._decode(decode_credit, payload, "credit")
         if grant is None:
             return
+        self._news.set()
         with self._lock:
             if grant.run_id == self.run_id:
                 self._apply(grant)
@@ -135,6 +138,14 @@ class RunControl:
     def stop(self) -> None:
         """SIGTERM, or a test: the loop ends and the process exits."""
         self.exiting = True
+        self._news.set()
+
+    def wait_news(self, timeout: float) -> None:
+        """Sleep until a control message, a grant or a stop comes in, or ``timeout``: a
+        board that may not step wakes when that may have changed, not a hundred times a
+        second (a thousand waiting boards in one process would spin on the GIL)."""
+        self._news.wait(timeout)
+        self._news.clear()
 
     @property
     def done(self) -> bool:

@@ -20,7 +20,23 @@ from edge_rl.cli.common import (
 @click.command()
 @click.option("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
 @click.option("--env", "env_id", required=True)
-@click.option("-n", "n", type=int, default=4, show_default=True, help="Number of actors.")
+@click.option(
+    "-n", "--boards", "n", type=int, default=4, show_default=True, help="Number of actors."
+)
+@click.option(
+    "--procs",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Spread the boards over this many processes (edge-rl host); 0: one per actor.",
+)
+@click.option(
+    "--start-spread",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="With --procs: each board connects after a random delay up to this many seconds.",
+)
 @click.option("--board", default="rpi4", show_default=True)
 @click.option("--run", default="default", show_default=True)
 @click.option("--root", default="edge-rl", show_default=True)
@@ -40,6 +56,8 @@ def fleet(
     broker: str,
     env_id: str,
     n: int,
+    procs: int,
+    start_spread: float,
     board: str,
     run: str,
     root: str,
@@ -50,6 +68,9 @@ def fleet(
     auth_opts: AuthOptions,
 ) -> None:
     """Start N simulated actors (real processes) against a broker; Ctrl-C stops them.
+
+    With --procs P the N boards run in P processes (e.g. --boards 1000 --procs 4), each
+    board still its own MQTT session, id, credentials, policy slot and status.
 
     With --credentials DIR each actor logs in as itself (DIR/boards/<id>: its certificate,
     password and CA); the other credentials options apply to every actor alike (a username
@@ -80,6 +101,8 @@ def fleet(
             log_dir=Path(log_dir) if log_dir else None,
             id_prefix=id_prefix,
             auth=auths.get,
+            procs=procs,
+            start_spread_s=start_spread,
         )
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None

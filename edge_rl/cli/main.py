@@ -2,7 +2,8 @@
 
 learn (and --resume) | stop | deploy | fleet-status | fleet | credentials | flash | retire |
 keygen | eval | report
-on the learner host; actor | doctor on a board.
+on the learner host; actor | doctor on a board; host (many simulated boards in one
+process, started by fleet --procs).
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
 TensorFlow (the learner's parts are imported by ``learn`` only).
@@ -21,6 +22,7 @@ from edge_rl.cli.eval import eval_
 from edge_rl.cli.flash import flash
 from edge_rl.cli.fleet import fleet
 from edge_rl.cli.fleet_status import fleet_status
+from edge_rl.cli.host import host
 from edge_rl.cli.keygen import keygen
 from edge_rl.cli.learn import learn
 from edge_rl.cli.report import report
@@ -41,6 +43,7 @@ main.add_command(stop)
 main.add_command(actor)
 main.add_command(doctor)
 main.add_command(fleet)
+main.add_command(host)
 main.add_command(flash)
 main.add_command(retire)
 main.add_command(credentials)

@@ -63,6 +63,28 @@ def control_will(topics: Topics, run_id: str) -> tuple[str, bytes]:
     return topics.control, encode_control(msg)
 
 
+class RateBound:
+    """A token bucket: ``take(n)`` says how many of ``n`` messages may go now, at most
+    ``per_s`` a second on average and half a second's worth at once (``per_s`` 0: all)."""
+
+    def __init__(self, per_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_s = per_s
+        self._clock = clock
+        self._burst = max(1.0, per_s / 2)
+        self._tokens = self._burst
+        self._t = clock()
+
+    def take(self, n: int) -> int:
+        if self.per_s <= 0:
+            return n
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._t) * self.per_s)
+        self._t = now
+        k = min(n, int(self._tokens))
+        self._tokens -= k
+        return k
+
+
 @dataclass(frozen=True)
 class FleetStats:
     status_rejected: int  # undecodable, or not from its own actor's topic
@@ -112,6 +134,8 @@ class FleetControl:
         self.status_other_run = 0  # statuses of another run start (or none yet): ignored
         self.ids = Identities(cfg.fleet.identity_window_s)
         self._grants: dict[str, CreditGrant] = {}  # the last grant published to each actor
+        self._granted_at: dict[str, float] = {}  # actor -> when its last grant went out
+        self._grant_rate = RateBound(cfg.fleet.max_grants_per_s)
         self.max_actors = cfg.fleet.max_actors
         self.actors_refused = 0
         self.state: RunState = "running"
@@ -271,16 +295,31 @@ class FleetControl:
             self._grants.clear()
 
     def _grant(self, updates: int) -> None:  # holds _lock
-        """Publish each actor's grant that changed: one small message per actor."""
+        """Publish each actor's grant that changed: one small message per actor, at most
+        ``fleet.max_grants_per_s`` over the fleet. A grant to a new session or one that
+        refuses a session goes at once; more credit for a known one waits its turn
+        (oldest grant first) and is still in the ledger: it goes out whole later."""
+        waiting = []
         for actor, credit in self._credit(updates).items():
             owner = self.ids.owner(actor)
             if owner is None:
                 continue
             grant = CreditGrant(self.run_id, owner, credit, self.ids.refused(actor))
-            if self._grants.get(actor) != grant:
-                self._grants[actor] = grant
-                self.grants.set(actor, owner, credit)  # before an actor can step under it
-                self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
+            last = self._grants.get(actor)
+            if last == grant:
+                continue
+            if last is None or (last.session, last.refused) != (grant.session, grant.refused):
+                self._send_grant(actor, grant)
+            else:
+                waiting.append((self._granted_at.get(actor, 0.0), actor, grant))
+        for _, actor, grant in sorted(waiting)[: self._grant_rate.take(len(waiting))]:
+            self._send_grant(actor, grant)
+
+    def _send_grant(self, actor: str, grant: CreditGrant) -> None:  # holds _lock
+        self._grants[actor] = grant
+        self._granted_at[actor] = time.monotonic()
+        self.grants.set(actor, grant.session, grant.credit)  # before it can step under it
+        self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
 
     def _lost(self, actor: str, received: int, at_learner: int) -> int:  # holds _lock
         """Transitions of ``actor``'s current process that will not arrive: what it reports

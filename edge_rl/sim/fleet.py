@@ -19,11 +19,13 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from edge_rl.broker.executables import die_with_parent
+from edge_rl.sim.hosted import HostedBoard, write_boards_file
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN
 
@@ -31,8 +33,10 @@ log = logging.getLogger(__name__)
 
 
 def fleet_ids(n: int, prefix: str = "sim") -> list[str]:
-    """The actor ids of a simulated fleet: ``sim-00``, ``sim-01``, ..."""
-    return [f"{prefix}-{i:02d}" for i in range(n)]
+    """The actor ids of a simulated fleet: ``sim-00``, ``sim-01``, ... (three digits and
+    more for a fleet past 100, so that the ids sort in order)."""
+    width = max(2, len(str(n - 1)))
+    return [f"{prefix}-{i:0{width}d}" for i in range(n)]
 
 
 class Fleet:
@@ -51,9 +55,16 @@ class Fleet:
         id_prefix: str = "sim",
         extra_args: tuple[str, ...] = (),
         auth: Callable[[str], BrokerAuth | None] | None = None,
+        procs: int = 0,
+        start_spread_s: float = 0.0,
     ) -> None:
+        """``procs``: 0 runs each actor in a process of its own (``edge-rl actor``); P > 0
+        spreads the ``n`` boards over P ``edge-rl host`` processes, each board still its
+        own actor. ``start_spread_s``: a host starts its boards that far apart at most."""
         if n < 1:
             raise ValueError("a fleet needs at least one actor")
+        if procs < 0:
+            raise ValueError("procs must be 0 (a process per actor) or more")
         if not board.exists():
             raise FileNotFoundError(f"board file {board} not found")
         self.n = n
@@ -68,62 +79,98 @@ class Fleet:
         self.id_prefix = id_prefix
         self.extra_args = extra_args
         self.auth = auth
+        self.host_procs = min(procs, n)
+        self.start_spread_s = start_spread_s
         self.procs: list[subprocess.Popen] = []
         self._logs: list = []
+        self._tmp: tempfile.TemporaryDirectory | None = None
 
     def actor_ids(self) -> list[str]:
         return fleet_ids(self.n, self.id_prefix)
 
+    def _common(self) -> list[str]:
+        """The options every member's command line shares."""
+        return [
+            "--board",
+            str(self.board),
+            "--broker",
+            self.broker,
+            "--env",
+            self.env,
+            "--run",
+            self.run,
+            "--root",
+            self.root,
+            "--policy-key",
+            str(self.policy_key),
+            "--emulate",
+        ]
+
+    def _seed(self, i: int) -> int:
+        return self.seed + 1000 * (i + 1)
+
     def start(self) -> Fleet:
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if self.host_procs:
+            self._start_hosts()
+        else:
+            self._start_actors()
+        log.info(
+            "fleet: started %d actors (%s) in %d processes on %s",
+            self.n,
+            self.board.stem,
+            len(self.procs),
+            self.broker,
+        )
+        return self
+
+    def _start_actors(self) -> None:
         for i, actor_id in enumerate(self.actor_ids()):
-            cmd = [
-                sys.executable,
-                "-m",
-                "edge_rl.cli",
-                "actor",
-                "--board",
-                str(self.board),
-                "--broker",
-                self.broker,
-                "--env",
-                self.env,
-                "--id",
-                actor_id,
-                "--run",
-                self.run,
-                "--root",
-                self.root,
-                "--policy-key",
-                str(self.policy_key),
-                "--seed",
-                str(self.seed + 1000 * (i + 1)),
-                "--emulate",
-                *self.extra_args,
-            ]
+            cmd = ["actor", *self._common(), "--id", actor_id, "--seed", str(self._seed(i))]
             auth = self.auth(actor_id) if self.auth is not None else None
             if auth is not None:
                 cmd += auth.argv()
-            out = subprocess.DEVNULL
-            if self.log_dir is not None:
-                # Appended to: a resumed run keeps the earlier part's log.
-                out = open(self.log_dir / f"{actor_id}.log", "a")  # noqa: SIM115
-                self._logs.append(out)
-            # A learner killed outright must not leave actors running with nobody to train.
-            # A session of its own: a terminal's Ctrl-C goes to the learner, which stops the
-            # fleet itself (after its checkpoint), not to every actor at once.
-            proc = subprocess.Popen(
-                die_with_parent(cmd),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-            self.procs.append(proc)
-        log.info("fleet: started %d actors (%s) on %s", self.n, self.board.stem, self.broker)
-        return self
+            self._spawn([*cmd, *self.extra_args], actor_id)
+
+    def _start_hosts(self) -> None:
+        """Board i goes to host i mod P; each host reads its boards from a file (ids,
+        seeds, credentials' paths) in the log directory, or a temporary one."""
+        if self.log_dir is not None:
+            where = self.log_dir
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="edge-rl-fleet-")
+            where = Path(self._tmp.name)
+        ids = self.actor_ids()
+        for k in range(self.host_procs):
+            boards = [
+                HostedBoard(ids[i], self._seed(i), self.auth(ids[i]) if self.auth else None)
+                for i in range(k, self.n, self.host_procs)
+            ]
+            path = where / f"host-{k}.boards.json"
+            write_boards_file(path, boards)
+            cmd = ["host", *self._common(), "--boards-file", str(path)]
+            cmd += ["--start-spread", str(self.start_spread_s)]
+            self._spawn([*cmd, *self.extra_args], f"host-{k}")
+
+    def _spawn(self, args: list[str], name: str) -> None:
+        cmd = [sys.executable, "-m", "edge_rl.cli", *args]
+        out = subprocess.DEVNULL
+        if self.log_dir is not None:
+            # Appended to: a resumed run keeps the earlier part's log.
+            out = open(self.log_dir / f"{name}.log", "a")  # noqa: SIM115
+            self._logs.append(out)
+        # A learner killed outright must not leave actors running with nobody to train.
+        # A session of its own: a terminal's Ctrl-C goes to the learner, which stops the
+        # fleet itself (after its checkpoint), not to every actor at once.
+        proc = subprocess.Popen(
+            die_with_parent(cmd),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            start_new_session=True,
+        )
+        self.procs.append(proc)
 
     def alive(self) -> bool:
         return any(p.poll() is None for p in self.procs)
@@ -151,6 +198,8 @@ class Fleet:
             self.wait(5.0)
         for f in self._logs:
             f.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
     def __enter__(self) -> Fleet:
         return self.start()

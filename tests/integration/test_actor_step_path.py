@@ -115,6 +115,8 @@ def instrument(node: ActorNode, calls: Calls, monkeypatch) -> None:
     node.batcher.take = calls.wrap("take", node.batcher.take)
     node.transport.publish = calls.wrap("publish", node.transport.publish)
     monkeypatch.setattr(actor_node, "time", CountedSleep(calls))
+    # A waiting turn's sleep: the run control's wait for news counts as one too.
+    node.rc.wait_news = calls.wrap("sleep", node.rc.wait_news)
 
 
 def test_per_step_work_is_the_step_and_per_batch_work_is_per_batch(policy_keys, monkeypatch):

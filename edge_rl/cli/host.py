@@ -1,0 +1,120 @@
+"""``edge-rl host``: many simulated boards in one process (what ``edge-rl fleet --procs``
+starts, one per process). Each board is its own actor: id, credentials, MQTT session,
+last will, policy slot, env and status; the boards file names them (sim/hosted.py).
+
+No TensorFlow, like ``edge-rl actor``.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+from edge_rl.cli.common import complete, setup_logging
+
+log = logging.getLogger("edge_rl")
+
+# A board's threads (its loop, policy slot, paho's network loop) run shallow Python: a
+# small stack keeps a thousand-thread process's address space small.
+THREAD_STACK_BYTES = 512 * 1024
+
+
+def raise_fd_limit(needed: int) -> int:
+    """Raise the soft open-files limit towards ``needed`` (at most the hard limit): a board
+    holds one socket. Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        soft = want
+    return soft
+
+
+@click.command()
+@click.option(
+    "--boards-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="JSON list of this process's boards: id, seed, auth (sim/hosted.py).",
+)
+@click.option("--board", required=True, help="Board file or a shipped board's name.")
+@click.option("--broker", required=True, help="mqtt[s]://HOST:PORT")
+@click.option("--env", "env_id", required=True)
+@click.option("--run", default="default", show_default=True)
+@click.option("--root", default="edge-rl", show_default=True)
+@click.option(
+    "--policy-key", required=True, type=click.Path(exists=True, dir_okay=False), help="PEM."
+)
+@click.option("--emulate", is_flag=True, help="Apply the board file's emulation slow-down.")
+@click.option(
+    "--start-spread",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Start each board after a random delay up to this many seconds.",
+)
+@click.option(
+    "--no-shared-models",
+    is_flag=True,
+    help="One LiteRT interpreter per board, none shared (for measuring).",
+)
+@click.pass_context
+def host(
+    ctx: click.Context,
+    boards_file: str,
+    board: str,
+    broker: str,
+    env_id: str,
+    run: str,
+    root: str,
+    policy_key: str,
+    emulate: bool,
+    start_spread: float,
+    no_shared_models: bool,
+) -> None:
+    """Run the boards of BOARDS_FILE in this process until SIGTERM."""
+    from edge_rl.actor.host import BoardHost
+    from edge_rl.actor.node import ActorOptions
+    from edge_rl.boards import board_file, load_board
+    from edge_rl.sim.hosted import read_boards_file
+    from edge_rl.transport.auth import BrokerAuth
+    from edge_rl.transport.mqtt import mqtt_connect
+
+    setup_logging(ctx.obj.verbose)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(fmt)
+    threading.stack_size(THREAD_STACK_BYTES)
+    try:
+        board_cfg = load_board(board_file(board))
+        boards = read_boards_file(Path(boards_file))
+        auths = {b.actor_id: complete(b.auth or BrokerAuth(), b.actor_id, broker) for b in boards}
+        opts = [
+            ActorOptions(b.actor_id, env_id, broker, root, run, b.seed, None, policy_key, emulate)
+            for b in boards
+        ]
+        fds = raise_fd_limit(len(boards) * 2 + 256)
+        board_host = BoardHost(
+            board_cfg,
+            opts,
+            lambda o: mqtt_connect(broker, auths[o.actor_id]),
+            share_models=not no_shared_models,
+            start_spread_s=start_spread,
+        )
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    log.info("fleet host: %d boards, open-files limit %d", len(boards), fds)
+    signal.signal(signal.SIGTERM, lambda *_: board_host.stop())
+    try:
+        board_host.run()
+    except KeyboardInterrupt:
+        board_host.stop()
+        board_host.join()
+    refused = [i for i, s in board_host.states().items() if s == "refused"]
+    if refused:
+        log.warning("%d boards refused (another process has their id): %s", len(refused), refused)

@@ -1,0 +1,79 @@
+"""Credit grants over a large fleet: at most ``fleet.max_grants_per_s``, new sessions first,
+and every actor's grant still goes out, oldest first, with all its credit."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from edge_rl.config import FleetConfig, RunConfig
+from edge_rl.learner.fleet_control import FleetControl, RateBound
+from edge_rl.types import ActorStatus
+from edge_rl.wire.messages import decode_credit, encode_status
+from edge_rl.wire.topics import Topics
+
+RUN_ID = "r-start"
+TOPICS = Topics("edge-rl", "rate")
+
+
+def test_a_rate_bound_lets_through_its_rate_and_half_a_second_at_once():
+    now = [0.0]
+    bound = RateBound(10.0, clock=lambda: now[0])
+    assert bound.take(100) == 5  # the burst: half a second's worth
+    assert bound.take(100) == 0
+    now[0] = 1.0
+    assert bound.take(3) == 3 and bound.take(100) == 2  # 10 tokens, capped at the burst
+    assert RateBound(0.0).take(12345) == 12345  # 0: no bound
+    with pytest.raises(ValueError):
+        FleetConfig(max_grants_per_s=-1)
+
+
+def fleet_of(n: int, rate: float) -> tuple[FleetControl, Counter]:
+    sent: Counter[str] = Counter()
+
+    def publish(topic: str, payload: bytes, **_) -> bool:
+        if topic.endswith("/credit"):
+            sent[decode_credit(payload).session] += 1
+        return True
+
+    cfg = RunConfig(
+        env_id="CartPole-v1",
+        run="rate",
+        total_env_steps=10**9,
+        learning_starts=0,
+        max_lag_transitions=100 * n,
+        fleet=FleetConfig(max_grants_per_s=rate),
+    )
+    fleet = FleetControl(cfg, TOPICS, publish, lambda: (0, {}), RUN_ID)
+    for i in range(n):
+        status = ActorStatus(f"b-{i:03d}", "running", run_id=RUN_ID, session=1000 + i)
+        fleet.on_status(TOPICS.status(f"b-{i:03d}"), encode_status(status))
+    return fleet, sent
+
+
+def test_new_sessions_get_their_grant_at_once_and_more_credit_waits_its_turn():
+    fleet, sent = fleet_of(300, rate=100.0)
+    fleet.send("running", updates=0)
+    assert len(sent) == 300 and set(sent.values()) == {1}  # a new session is never held back
+    t0 = time.monotonic()
+    for updates in range(1, 6):  # five rounds, each raising every actor's credit
+        fleet.send("running", updates=updates * 1000)
+    refilled = (time.monotonic() - t0) * 100  # what the bucket refilled meanwhile
+    more = sum(sent.values()) - 300
+    assert 0 < more <= 50 + refilled + 1  # the burst (half a second of 100/s) and the refill
+    assert more < 300  # however slow this machine: not every actor's
+    # Oldest first: in time every actor gets its larger grant.
+    deadline = time.monotonic() + 20
+    while min(sent.values()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        fleet.send("running", updates=10_000)
+    assert min(sent.values()) >= 2
+
+
+def test_without_a_bound_every_changed_grant_goes_every_round():
+    fleet, sent = fleet_of(50, rate=0.0)
+    for updates in range(4):
+        fleet.send("running", updates=updates * 1000)
+    assert set(sent.values()) == {4}
