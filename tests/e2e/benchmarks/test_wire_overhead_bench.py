@@ -15,6 +15,7 @@ from tests.harness.paths import REPO
 
 @pytest.mark.slow
 @pytest.mark.bench
+@pytest.mark.timeout(960)  # two learner runs: ~4 min on 2 idle cores
 def test_wire_overhead_quick(tmp_path, mosquitto_available):
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "wire_overhead.py"), "--quick"],
