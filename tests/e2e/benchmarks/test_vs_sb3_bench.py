@@ -115,7 +115,7 @@ def test_table_rows_and_the_wall_ratio():
 
 @pytest.mark.slow
 @pytest.mark.bench
-@pytest.mark.timeout(660)  # ~1 min quiet; 4.9 min measured at a load of ~30-50
+@pytest.mark.timeout(660)  # measured 2.6 and 4.9 min on a machine at a load of 30-100
 def test_quick_cartpole_run(tmp_path, mosquitto_available):
     out = tmp_path / "out"
     cmd = [sys.executable, str(SCRIPT), "--quick", "--tasks", "cartpole", "--out", str(out)]
