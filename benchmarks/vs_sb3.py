@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/vs_sb3.py                      # like-for-like, all tasks
     .venv/bin/python benchmarks/vs_sb3.py --tuned              # each side's own settings
     .venv/bin/python benchmarks/vs_sb3.py --tasks cartpole,pendulum --out runs/vs-sb3
-    .venv/bin/python benchmarks/vs_sb3.py --quick --tasks cartpole   # smoke run, < 1 min
+    .venv/bin/python benchmarks/vs_sb3.py --quick --tasks cartpole   # smoke run
 
 For each task, edge-rl's side is ``edge-rl learn`` on a config this script writes (the
 example's, adapted), with its embedded broker and simulated fleet: the product path. The

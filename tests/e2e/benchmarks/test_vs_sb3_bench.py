@@ -115,11 +115,12 @@ def test_table_rows_and_the_wall_ratio():
 
 @pytest.mark.slow
 @pytest.mark.bench
+@pytest.mark.timeout(660)  # measured 2.6 and 4.9 min on a machine at a load of 30-100
 def test_quick_cartpole_run(tmp_path, mosquitto_available):
     out = tmp_path / "out"
     cmd = [sys.executable, str(SCRIPT), "--quick", "--tasks", "cartpole", "--out", str(out)]
     proc = subprocess.run(
-        [*cmd, "--no-sb3-install"], capture_output=True, text=True, timeout=300, cwd=tmp_path
+        [*cmd, "--no-sb3-install"], capture_output=True, text=True, timeout=600, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {r["side"]: r for r in parse_table(proc.stdout)}
