@@ -19,11 +19,11 @@ def test_control_plane_table_for_a_small_fleet(tmp_path, mosquitto_available):
             sys.executable,
             str(REPO / "benchmarks" / "control_plane.py"),
             "--boards",
-            "6",
+            "4",
             "--per-proc",
-            "3",
-            "--window",
             "2",
+            "--window",
+            "1",
             "--out",
             str(tmp_path / "table.md"),
         ],
@@ -41,7 +41,7 @@ def test_control_plane_table_for_a_small_fleet(tmp_path, mosquitto_available):
         rows[cells["arm"]] = cells
     assert set(rows) == {"before", "after"}
     for cells in rows.values():
-        assert cells["boards"] == "6" and cells["procs"] == "2"
+        assert cells["boards"] == "4" and cells["procs"] == "2"
         # Every board connected and loaded both policies ("-" where one did not).
         for col in ("connect s", "int8 p50 s", "int8 p99 s", "gst p50 s", "gst p99 s"):
             assert cells[col] != "-", (col, cells)
