@@ -22,11 +22,12 @@ name against the URL's host), plus the client certificate of ``auth`` if it has 
 A broker that refuses the credentials is logged as such and retried with back-off.
 
 ``url`` may be a list, ``URL[,URL...]``: the nodes of one clustered broker. The transport's
-own thread connects to one node at a time and runs paho's loop on it; when an attempt fails
-(no CONNACK, or a refusal) it moves on to the next node of the list, round and round, and
-waits between attempts by ``Backoff`` (backoff.py: bounded, jittered, exponential). A node
-that dropped an established connection is tried once more first (a restart of a single
-broker), then the others. It does not fall back to an earlier node while connected.
+own thread connects to one node at a time, and paho's network thread serves that connection
+(paho's own reconnect is off). When an attempt fails (no CONNACK, or a refusal) it moves on
+to the next node of the list, round and round, and waits between attempts by ``Backoff``
+(backoff.py: bounded, jittered, exponential). A node that dropped an established
+connection is tried once more first (a restart of a single broker), then the others. It
+does not fall back to an earlier node while connected.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class MqttTransport:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._was_up = False  # this attempt got a CONNACK that accepted us
+        self._ended = threading.Event()  # this attempt's connection closed
         self.failovers = 0  # moves to another node of the list after an attempt failed
         self.client_id = client_id
         self._subscriptions = list(subscriptions)
@@ -93,6 +95,7 @@ class MqttTransport:
             client_id=client_id,
             protocol=mqtt.MQTTv311,
             clean_session=True,
+            reconnect_on_failure=False,  # the next attempt, and its node, are ours to choose
         )
         # Bound paho's in-memory queue of unacknowledged QoS>0 messages; past it publish
         # fails and the caller keeps the data in its own (byte-bounded) spool.
@@ -151,17 +154,20 @@ class MqttTransport:
 
     def _session(self) -> bool:
         """One connection to the current node, until it ends; True if the broker accepted
-        us. paho's loop runs here: callbacks run on this thread."""
+        us. Callbacks run on paho's network thread, started for this connection."""
         host, port, _ = self.addresses[self._index]
         self._was_up = self._refused = False
+        self._ended.clear()
         try:
             self._client.connect(host, port, keepalive=self._keepalive)
         except OSError:  # refused, unreachable, timed out, or the TLS handshake failed
             self._attempt_failed()
             return False
-        rc = mqtt.MQTT_ERR_SUCCESS
-        while rc == mqtt.MQTT_ERR_SUCCESS:
-            rc = self._client.loop(timeout=0.5)
+        # paho's own network thread, for this connection only (no reconnect of its own):
+        # with it running, every write to the socket happens on it, which TLS requires.
+        self._client.loop_start()
+        self._ended.wait()  # on_disconnect: the connection, or the attempt, is over
+        self._client.loop_stop()
         self._connected.clear()
         return self._was_up
 
@@ -250,6 +256,7 @@ class MqttTransport:
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         was_connected = self._connected.is_set()
         self._connected.clear()
+        self._ended.set()
         if reason_code == 0:
             return
         if was_connected:
