@@ -4,14 +4,15 @@
 # `make test-quick`, everything but the tests marked `slow` (real training loops, benchmark
 # runs); `make test-bench`, only the benchmark scripts' smoke runs (marked `bench`: CI runs
 # them after `make test`, which leaves them out to stay within ten minutes);
-# `make test-deep`, the 10,000-case fuzz runs. `make pi-check`: a
+# `make test-deep`, the 10,000-case fuzz runs; `make test-cluster`, failover on a three-node
+# nats-server cluster on loopback (marked `cluster`: CI runs it after `make test-bench`). `make pi-check`: a
 # bundle installed and run on an emulated Raspberry Pi (qemu-user, as root; docs/boards.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run lint test test-quick test-bench test-deep bench venv clean pi-check
+.PHONY: run lint test test-quick test-bench test-deep test-cluster bench venv clean pi-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +34,7 @@ lint: $(STAMP)
 # stay on one worker. The benchmark scripts' smoke runs are `make test-bench` (CI runs both).
 test: lint
 	scripts/ensure-mosquitto
-	$(BIN)/python -m pytest -m "not deep and not bench" -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -m "not deep and not bench and not cluster" -n 2 --dist loadgroup
 
 test-quick: $(STAMP)
 	scripts/ensure-mosquitto
@@ -42,6 +43,11 @@ test-quick: $(STAMP)
 test-bench: $(STAMP)
 	scripts/ensure-mosquitto
 	$(BIN)/python -m pytest -m bench
+
+test-cluster: $(STAMP)
+	scripts/ensure-mosquitto
+	scripts/ensure-nats
+	$(BIN)/python -m pytest -m cluster
 
 test-deep: $(STAMP)
 	$(BIN)/python -m pytest -m deep tests/fuzz
