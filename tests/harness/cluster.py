@@ -41,20 +41,29 @@ def nats_server() -> str | None:
 class Cluster:
     dir: Path
     nodes: dict[str, ClusterNode]
-    creds: Path  # creds/<user>/password, mode 0600
+    creds: Path  # as `edge-rl credentials` lays them out: learner/, boards/<id>/
+    netns: str | None = None  # the network namespace the nodes run in (None: this one)
 
     @classmethod
-    def start(cls, directory: Path, topics: Topics, actors: list[str]) -> Cluster:
+    def start(
+        cls,
+        directory: Path,
+        topics: Topics,
+        actors: list[str],
+        nodes: dict[str, ClusterNode] | None = None,
+        netns: str | None = None,
+    ) -> Cluster:
         directory.mkdir(parents=True)
-        nodes = {
+        nodes = nodes or {
             n: ClusterNode(n, "127.0.0.1", free_port(), free_port(), free_port()) for n in NAMES
         }
         creds = directory / "creds"
         passwords = {}
         for user in ["learner", *actors]:
-            (creds / user).mkdir(parents=True)
+            home = creds / ("learner" if user == "learner" else f"boards/{user}")
+            home.mkdir(parents=True)
             passwords[user] = secrets.token_urlsafe(18)
-            write_private(creds / user / "password", passwords[user] + "\n")
+            write_private(home / "password", passwords[user] + "\n")
         write_private(
             directory / "accounts.conf",
             nats_accounts(run_acl(topics, "learner", actors), passwords),
@@ -63,13 +72,14 @@ class Cluster:
             store = directory / f"js-{node.name}"
             text = nats_node(node, list(nodes.values()), str(store))
             (directory / f"node-{node.name}.conf").write_text(text)
-        cluster = cls(directory, nodes, creds)
+        cluster = cls(directory, nodes, creds, netns)
         cluster.script("start")
         return cluster
 
     def script(self, *args: str) -> str:
+        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         done = subprocess.run(
-            [str(SCRIPT), args[0], str(self.dir), *args[1:]],
+            [*inside, str(SCRIPT), args[0], str(self.dir), *args[1:]],
             capture_output=True,
             text=True,
             timeout=60,
@@ -78,13 +88,15 @@ class Cluster:
         return done.stdout
 
     def url(self, name: str) -> str:
-        return f"mqtt://127.0.0.1:{self.nodes[name].mqtt_port}"
+        node = self.nodes[name]
+        return f"mqtt://{node.host}:{node.mqtt_port}"
 
     def urls(self, *names: str) -> str:
         return ",".join(self.url(n) for n in names)
 
     def auth(self, user: str) -> BrokerAuth:
-        return BrokerAuth(username=user, password_file=str(self.creds / user / "password"))
+        home = self.creds / ("learner" if user == "learner" else f"boards/{user}")
+        return BrokerAuth(username=user, password_file=str(home / "password"))
 
     def pid(self, name: str) -> int:
         return int((self.dir / f"node-{name}.pid").read_text())
