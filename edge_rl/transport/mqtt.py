@@ -77,6 +77,10 @@ class MqttTransport:
         self._was_up = False  # this attempt got a CONNACK that accepted us
         self._ended = threading.Event()  # this attempt's connection closed
         self.failovers = 0  # moves to another node of the list after an attempt failed
+        self.subscribe_failures = 0  # SUBACKs that refused a subscription (retried)
+        self._subs_lock = threading.Lock()
+        self._pending_subs: dict[int, tuple[str, int]] = {}  # SUBSCRIBE mid -> (topic, qos)
+        self._sub_attempts: dict[str, int] = {}  # topic -> refusals in a row
         self.client_id = client_id
         self._subscriptions = list(subscriptions)
         self._handler = on_message
@@ -104,6 +108,7 @@ class MqttTransport:
             self._client.will_set(will[0], will[1], qos=1, retain=True)
         _apply_auth(self._client, self.auth, self.tls)
         self._client.on_connect = self._on_connect
+        self._client.on_subscribe = self._on_subscribe
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
 
@@ -232,13 +237,52 @@ class MqttTransport:
                 log.info("%s: connected to %s", self.client_id, self.current_url)
             # Subscribing here means a reconnect re-subscribes.
             for topic, qos in self._subscriptions:
-                client.subscribe(topic, qos=qos)
+                self._subscribe(topic, qos)
             self._connected.set()
             if self._after_connect is not None:
                 self._after_connect()
         except Exception:  # noqa: BLE001 - must not kill paho's thread
             self.callback_errors += 1
             log.exception("%s: error in on_connect", self.client_id)
+
+    def _subscribe(self, topic: str, qos: int) -> None:
+        rc, mid = self._client.subscribe(topic, qos=qos)
+        if rc == mqtt.MQTT_ERR_SUCCESS:
+            with self._subs_lock:
+                self._pending_subs[mid] = (topic, qos)
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        """A refused subscription is tried again, with back-off, while connected: a node of a
+        clustered broker refuses one while its replicated state is being re-elected (the
+        subscription would otherwise be missing until the next reconnect). ``$`` topics are
+        a broker's own extras ($SYS), not on every broker: a refusal there is final."""
+        with self._subs_lock:
+            sub = self._pending_subs.pop(mid, None)
+            if sub is None:
+                return
+            topic, qos = sub
+            if not any(rc.is_failure for rc in reason_codes):
+                self._sub_attempts.pop(topic, None)
+                return
+            if topic.startswith("$"):
+                return
+            attempt = self._sub_attempts[topic] = self._sub_attempts.get(topic, 0) + 1
+            self.subscribe_failures += 1
+            first = self.subscribe_failures == 1
+        if first:
+            log.warning(
+                "%s: %s refused the subscription to %s; retrying",
+                self.client_id,
+                self.current_url,
+                topic,
+            )
+        retry = threading.Timer(self.backoff.delay(attempt - 1), self._resubscribe, (topic, qos))
+        retry.daemon = True
+        retry.start()
+
+    def _resubscribe(self, topic: str, qos: int) -> None:
+        if self._connected.is_set() and not self._stopping.is_set():
+            self._subscribe(topic, qos)
 
     def _attempt_failed(self) -> None:
         """No CONNACK: unreachable, or the TLS handshake failed or was cut (TLS 1.3 refuses a
