@@ -5,7 +5,7 @@
 # runs); `make test-bench`, only the benchmark scripts' smoke runs (marked `bench`: CI runs
 # them after `make test`, which leaves them out to stay within ten minutes);
 # `make test-deep`, the 10,000-case fuzz runs; `make test-cluster`, failover on a three-node
-# nats-server cluster on loopback (marked `cluster`: CI runs it after `make test-bench`). `make pi-check`: a
+# nats-server cluster on loopback (marked `cluster`, ~12 min: CI runs it after `make test-bench`). `make pi-check`: a
 # bundle installed and run on an emulated Raspberry Pi (qemu-user, as root; docs/boards.md).
 PYTHON ?= python3
 VENV := .venv
