@@ -5,14 +5,16 @@
 # runs); `make test-bench`, only the benchmark scripts' smoke runs (marked `bench`: CI runs
 # them after `make test`, which leaves them out to stay within ten minutes);
 # `make test-long`, the attack scenarios' real runs past 30 s each (marked `long`: CI runs
-# them after `make test`); `make test-deep`, the 10,000-case fuzz runs. `make pi-check`: a
+# them after `make test`); `make test-deep`, the 10,000-case fuzz runs; `make test-cluster`,
+# failover on a three-node nats-server cluster on loopback (marked `cluster`, ~12 min: CI
+# runs it after `make test-long`). `make pi-check`: a
 # bundle installed and run on an emulated Raspberry Pi (qemu-user, as root; docs/boards.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run lint test test-quick test-bench test-long test-deep bench venv clean pi-check
+.PHONY: run lint test test-quick test-bench test-long test-deep test-cluster bench venv clean pi-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +36,7 @@ lint: $(STAMP)
 # stay on one worker. The benchmark scripts' smoke runs are `make test-bench` (CI runs both).
 test: lint
 	scripts/ensure-mosquitto
-	$(BIN)/python -m pytest -m "not deep and not bench and not long" -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -m "not deep and not bench and not long and not cluster" -n 2 --dist loadgroup
 
 test-quick: $(STAMP)
 	scripts/ensure-mosquitto
@@ -47,6 +49,11 @@ test-bench: $(STAMP)
 test-long: $(STAMP)
 	scripts/ensure-mosquitto
 	$(BIN)/python -m pytest -m long
+
+test-cluster: $(STAMP)
+	scripts/ensure-mosquitto
+	scripts/ensure-nats
+	$(BIN)/python -m pytest -m cluster
 
 test-deep: $(STAMP)
 	$(BIN)/python -m pytest -m deep tests/fuzz

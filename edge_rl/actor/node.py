@@ -61,6 +61,7 @@ from edge_rl.telemetry.breakdown import LapClock
 from edge_rl.transport.base import Connect
 from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.types import ACTOR_LOOP_BUCKETS, ActorState, ActorStatus, TransitionBatch
+from edge_rl.wire.envelope import MAGIC_POLICY
 from edge_rl.wire.messages import encode_status
 from edge_rl.wire.signing import Verifier
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, Topics
@@ -153,13 +154,24 @@ class ActorNode:
                 (self.topics.control, 1),
                 (self.topics.credit(opts.actor_id), 1),
                 (self.topics.target(opts.actor_id), 1),
+                (self.topics.welcome(opts.actor_id), 1),
+                (self.topics.hello, 1),
             ],
             on_message=self._on_message,
             will=(self.topics.status(opts.actor_id), encode_status(self._status("offline"))),
-            on_connect=lambda: self._publish_status("starting"),
+            on_connect=self._on_connect,
         )
 
     # --- network thread -------------------------------------------------------------
+
+    def _on_connect(self) -> None:
+        """Announce this process, then say hello: the learner answers on this board's own
+        topics (its welcome and credit), whichever broker node it reached and whatever that
+        node retains (docs/protocol.md §2.1)."""
+        self._publish_status("starting")
+        self.transport.publish(
+            self.topics.actor_hello(self.opts.actor_id), encode_status(self._status("starting"))
+        )
 
     def _on_message(self, topic: str, payload: bytes) -> None:
         if topic == self.topics.policy:
@@ -170,8 +182,20 @@ class ActorNode:
         elif topic == self.topics.target(self.opts.actor_id):
             if payload:  # a rollout's step for this board (empty: cleared)
                 self.slot.target(payload, self.board.max_policy_bytes + 128 * 1024)
+        elif topic == self.topics.hello:  # the learner (re)connected: announce at once
+            self.rc.on_control(payload)
+            self._publish_status(self._state())
+        elif topic == self.topics.welcome(self.opts.actor_id):
+            self._on_welcome(payload)
         else:
             self.rc.on_credit(payload)
+
+    def _on_welcome(self, payload: bytes) -> None:
+        """The learner's answer to this board's hello: its control, or its policy."""
+        if payload[:4] == MAGIC_POLICY:
+            self.slot.offer(payload)
+        else:  # a control message; anything else is counted there as undecodable
+            self.rc.on_control(payload)
 
     def stop(self) -> None:
         """SIGTERM: the process ends (flush, final status ``stopped``)."""

@@ -122,8 +122,12 @@ class PolicySlot:
         self._thread.join(timeout=5)
 
     def offer(self, payload: bytes) -> None:
-        """Hand over a policy payload (any thread); replaces one not yet loaded."""
+        """Hand over a policy payload (any thread); replaces one not yet loaded. The bytes
+        offered last, again, are no news: the policy topic and a welcome may both bring one
+        policy (a refused one is refused again; ``set_run`` retries it when that may help)."""
         with self._lock:
+            if payload == self._latest:
+                return
             self._pending = self._latest = payload
         self._wake.set()
 

@@ -4,10 +4,10 @@ same text (``amqtt_plugins.py``), so both brokers apply one set of rules.
 Two ACLs are made: the embedded broker's, for one run (``run_acl``), and a deployment's,
 for every board enrolled by ``edge-rl credentials --run`` or ``edge-rl flash --run``
 (``deployment_acl``). Both name each board in a ``user`` section of its own with its run
-spelt out: a board writes only its own transitions and status in its run, and reads only
-its run's policy and control and its own credit and deployment target. The learner writes
-every policy, control, credit and target and reads everything under its root (a
-deployment's learner serves every run).
+spelt out: a board writes only its own transitions, status and hello in its run, and reads
+only its run's policy, control and hello and its own credit, welcome and deployment target.
+The learner writes every policy, control, hello, welcome, credit and target and reads
+everything under its root (a deployment's learner serves every run).
 There are no ``pattern`` lines: a username the ACL does not name may do nothing.
 
     text = mosquitto_acl(run_acl(Topics("edge-rl", "cartpole"), "learner", ["sim-00"]))
@@ -46,6 +46,8 @@ def learner_grants(base: str) -> tuple[Grant, ...]:
         Grant("write", f"{base}/control"),
         Grant("write", f"{base}/actors/+/credit"),
         Grant("write", f"{base}/actors/+/target"),  # edge-rl deploy, with the learner's login
+        Grant("write", f"{base}/hello"),  # "boards, say who you are" (protocol §2.1)
+        Grant("write", f"{base}/actors/+/welcome"),  # one board's policy and control
         Grant("read", f"{base}/#"),
         Grant("read", "$SYS/#"),  # the broker's counters ($SYS/broker/publish/messages/dropped)
     )
@@ -56,10 +58,13 @@ def actor_grants(topics: Topics, actor: str) -> tuple[Grant, ...]:
     return (
         Grant("write", topics.transitions(actor)),
         Grant("write", topics.status(actor)),  # its last will too
+        Grant("write", topics.actor_hello(actor)),
         Grant("read", topics.policy),
         Grant("read", topics.control),
+        Grant("read", topics.hello),
         Grant("read", topics.credit(actor)),
         Grant("read", topics.target(actor)),
+        Grant("read", topics.welcome(actor)),
     )
 
 

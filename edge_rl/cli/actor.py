@@ -44,7 +44,11 @@ def _setting(given, board_cfg, name: str, option: str, default=None):
     help="Board file (a flashed board's own, e.g. /etc/edge-rl/board.yaml), or a "
     "shipped board's name: rpi4, rpi5.",
 )
-@click.option("--broker", help="mqtt[s]://HOST:PORT (default: the board file's actor.broker).")
+@click.option(
+    "--broker",
+    help="mqtt[s]://HOST:PORT, or URL,URL,... of a clustered broker's nodes, tried in "
+    "turn (default: the board file's actor.broker).",
+)
 @click.option("--env", "env_id", help="Gymnasium id or package.module:callable (or actor.env).")
 @click.option("--id", "actor_id", help="This actor's id, one topic level (or actor.id).")
 @click.option("--run", help="Run name, a topic level (or actor.run; else 'default').")

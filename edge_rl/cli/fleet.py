@@ -18,7 +18,11 @@ from edge_rl.cli.common import (
 
 
 @click.command()
-@click.option("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
+@click.option(
+    "--broker",
+    required=True,
+    help="mqtt[s]://HOST:PORT, or URL,URL,... of a clustered broker's nodes, tried in turn",
+)
 @click.option("--env", "env_id", required=True)
 @click.option(
     "-n", "--boards", "n", type=int, default=4, show_default=True, help="Number of actors."

@@ -101,7 +101,11 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
 @click.option(
     "--out", type=click.Path(file_okay=False), help="Run directory (default runs/<name>)."
 )
-@click.option("--broker", help="mqtt[s]://HOST:PORT of an existing broker (default: embedded).")
+@click.option(
+    "--broker",
+    help="mqtt[s]://HOST:PORT of an existing broker, or URL,URL,... of the nodes of a "
+    "clustered one, tried in turn (default: embedded).",
+)
 @click.option(
     "--embedded-broker",
     type=click.Choice(["auto", "mosquitto", "amqtt"]),

@@ -17,7 +17,7 @@ import paho.mqtt.client as mqtt
 
 from edge_rl.boards import BoardConfig
 from edge_rl.deploy.check import Failed
-from edge_rl.transport.address import parse_broker_address
+from edge_rl.transport.address import parse_broker_list
 from edge_rl.transport.auth import AuthError, BrokerAuth
 from edge_rl.transport.mqtt import _apply_auth
 
@@ -55,7 +55,7 @@ def check_credentials(board: BoardConfig) -> str:
 def check_broker(board: BoardConfig, timeout: float) -> str:
     url = board.actor.broker
     try:
-        address = parse_broker_address(url)
+        address = parse_broker_list(url)[0]  # of a cluster's list: the node a board tries first
     except ValueError as e:
         raise Failed(str(e), "set actor.broker to mqtts://HOST:PORT (re-flash)") from None
     auth = board_auth(board)

@@ -20,7 +20,7 @@ from edge_rl.deploy import board_creds, cloudinit, wheelhouse
 from edge_rl.deploy.bundle import FlashSpec, write_bundle
 from edge_rl.deploy.ids import Registry
 from edge_rl.deploy.reference import reference_model
-from edge_rl.transport.address import parse_broker_address
+from edge_rl.transport.address import parse_broker_list
 from edge_rl.transport.auth import read_password_file
 from edge_rl.wire.signing import Verifier
 from edge_rl.wire.topics import DEFAULT_ROOT, Topics
@@ -56,7 +56,7 @@ def _spec(o: FlashOptions) -> FlashSpec:
     profile = board_file(o.board)
     load_board(profile)  # FileNotFoundError names the known boards; ValueError the bad key
     Verifier.from_file(o.policy_key)  # ValueError: not an edge-rl public key
-    if not parse_broker_address(o.broker).tls:
+    if not parse_broker_list(o.broker)[0].tls:  # a list is all TLS or none
         raise ValueError(f"--broker {o.broker}: boards reach the broker over TLS (mqtts://)")
     Topics(o.root, o.run)  # run and root are topic levels
     if not o.env.strip():

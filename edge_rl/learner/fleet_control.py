@@ -6,6 +6,8 @@
     fleet.send("paused", reason=why)    # the learner goes away: boards hold and wait
     fleet.send("serving")               # the run is done: boards serve its result (final)
     fleet.republish()                   # after a reconnect: the broker may have lost it
+    fleet.welcome(actor)                # a board said hello: its control and grant again
+    fleet.announce(topics.hello)        # the learner's hello: every board re-announces
     fleet.clear()                       # at the end: the grants are no one's any more
     fleet.actors()                      # {actor_id: ActorStatus}, a copy
     control_will(topics, run_id)        # the learner's last will: "paused" if it vanishes
@@ -284,6 +286,24 @@ class FleetControl:
                 self._publish(self.topics.control, encode_control(self._last), retain=True)
             for actor, grant in self._grants.items():
                 self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
+
+    def welcome(self, actor: str) -> None:
+        """A board said hello (join.py): the current control on its welcome topic, and its
+        last grant again on its credit topic; neither hangs on a retained message."""
+        with self._lock:
+            if self._last is not None:
+                self._publish(self.topics.welcome(actor), encode_control(self._last))
+            grant = self._grants.get(actor)
+            if grant is not None:
+                self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
+
+    def announce(self, topic: str) -> bool:
+        """The learner's hello on ``topic``: the current control, which every board takes
+        as its cue to publish its status at once. False before the first control."""
+        with self._lock:
+            if self._last is None:
+                return False
+            return self._publish(topic, encode_control(self._last))
 
     def clear(self) -> None:
         """When the learner leaves: its grants stop being retained (an empty retained

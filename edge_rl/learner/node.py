@@ -35,6 +35,7 @@ from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, sa
 from edge_rl.learner.fleet_control import FleetControl, control_will
 from edge_rl.learner.inbox import Inbox
 from edge_rl.learner.ingest.ingest import Ingest
+from edge_rl.learner.join import JoinDesk
 from edge_rl.learner.metrics import METRICS, Meter
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.exporter import Exporter
@@ -87,7 +88,9 @@ class LearnerNode:
         self.carbon = HostCarbon(cfg.energy, run_dir.path)  # fails here on an unknown country
         # In data-flow order. The transport first: every part that sends is handed its
         # publish; its handlers are bound to parts made below, before it starts.
-        subscriptions = [(t, 1) for t in (topics.all_transitions, topics.all_status)]
+        subscriptions = [
+            (t, 1) for t in (topics.all_transitions, topics.all_status, topics.all_hello)
+        ]
         subscriptions.append((SYS_DROPPED, 0))  # Mosquitto's drops past its queue limits
         self.transport = connect(
             f"learner-{cfg.run}",
@@ -139,6 +142,8 @@ class LearnerNode:
             self.ingest.accounting.session_of,
             self.ingest.watch.is_quarantined if self.ingest.watch else lambda _a: False,
         )
+        # boards that (re)connect anywhere: their control, policy and grant, on their topics
+        self.join = JoinDesk(topics, self.fleet, self.broadcast.send_to, cfg.fleet.max_actors)
         self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
         self._fleet_alive = fleet_alive or (lambda: True)
         self.broker_dropped = 0  # $SYS counter of the whole broker, when it publishes one
@@ -181,13 +186,18 @@ class LearnerNode:
             self.inbox.offer(topic, payload)
         elif topic.endswith("/status"):
             self.fleet.on_status(topic, payload)
+        elif topic.endswith("/hello"):
+            self.join.on_hello(topic, payload)
         elif topic == SYS_DROPPED:
             self.broker_dropped = int(payload) if payload.isdigit() else self.broker_dropped
 
     def _on_connect(self) -> None:
-        # The broker may have restarted without persistence: republish what actors need.
+        # The broker may have restarted without persistence, or this may be another node
+        # of a cluster: republish what actors need, and ask every board to announce itself
+        # (the learner's view of the fleet does not hang on retained statuses).
         self.broadcast.republish()
         self.fleet.republish()
+        self.join.hello()
 
     # --- main thread ----------------------------------------------------------------
 

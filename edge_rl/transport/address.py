@@ -1,5 +1,6 @@
-"""Broker addresses: ``mqtt://HOST:PORT`` and ``mqtts://HOST:PORT`` URLs, free loopback
-ports. Standard library only."""
+"""Broker addresses: ``mqtt://HOST:PORT`` and ``mqtts://HOST:PORT`` URLs, lists of them
+(``URL[,URL...]``: the nodes of one clustered broker, tried in turn), free loopback ports.
+Standard library only."""
 
 from __future__ import annotations
 
@@ -69,3 +70,27 @@ def parse_broker_url(url: str) -> tuple[str, int]:
     """``(HOST, PORT)`` of a broker URL (see ``parse_broker_address``)."""
     address = parse_broker_address(url)
     return address.host, address.port
+
+
+def split_broker_urls(urls: str) -> tuple[str, ...]:
+    """The URLs of ``URL[,URL...]``, each checked (``parse_broker_address``), in order, at
+    least one, none twice. One URL is a list of one."""
+    if not isinstance(urls, str):
+        raise ValueError(f"broker URL list must be a string, got {urls!r}")
+    parts = tuple(u.strip() for u in urls.split(","))
+    if not parts or any(not u for u in parts):
+        raise ValueError(f"broker URL list {urls!r} has an empty entry: use URL[,URL...]")
+    if len(set(parts)) != len(parts):
+        raise ValueError(f"broker URL list {urls!r} names a URL twice")
+    for url in parts:
+        parse_broker_address(url)
+    return parts
+
+
+def parse_broker_list(urls: str) -> tuple[BrokerAddress, ...]:
+    """Every address of ``URL[,URL...]`` (see ``split_broker_urls``): all TLS or none, since
+    one client has one set of credentials for every node."""
+    addresses = tuple(parse_broker_address(u) for u in split_broker_urls(urls))
+    if len({a.tls for a in addresses}) > 1:
+        raise ValueError(f"broker URL list {urls!r} mixes mqtt:// and mqtts://")
+    return addresses

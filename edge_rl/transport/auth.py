@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from edge_rl.transport.address import parse_broker_address
+from edge_rl.transport.address import parse_broker_list
 
 _MAX_PASSWORD_BYTES = 65_535  # MQTT's limit on the password field
 
@@ -124,8 +124,9 @@ class BrokerAuth:
         self.password()
 
     def check_url(self, url: str) -> bool:
-        """Whether ``url`` is TLS; ``AuthError`` for TLS files with a plain ``mqtt://`` one."""
-        tls = parse_broker_address(url).tls
+        """Whether ``url`` (or every URL of a ``URL[,URL...]`` list) is TLS; ``AuthError`` for
+        TLS files with plain ``mqtt://`` ones."""
+        tls = parse_broker_list(url)[0].tls
         if self.tls_files and not tls:
             raise AuthError(f"a CA file or client certificate needs an mqtts:// URL, not {url!r}")
         return tls

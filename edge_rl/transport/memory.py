@@ -1,6 +1,6 @@
 """An in-process broker for unit tests of node logic: no sockets, same threading as MQTT.
 
-    broker = MemoryBroker()
+    broker = MemoryBroker()  # MemoryBroker(keeps_retained=False): a cluster node's view
     learner = LearnerNode(cfg, broker.connect, run_dir)      # any Connect-taking node
     probe = broker.connect("probe", subscriptions=[("edge-rl/#", 1)], on_message=seen)
     ...
@@ -97,8 +97,12 @@ class MemoryTransport:
 
 
 class MemoryBroker:
-    def __init__(self) -> None:
+    def __init__(self, *, keeps_retained: bool = True) -> None:
+        """``keeps_retained=False``: retained messages are delivered to the subscribers of
+        the moment and never stored, as on a node of a clustered broker whose retained
+        messages live on another node (or arrive there late)."""
         self.url = "memory://"
+        self.keeps_retained = keeps_retained
         self.clients: dict[str, MemoryTransport] = {}
         self.retained: dict[str, bytes] = {}
         self.published: list[tuple[str, bytes, bool]] = []  # (topic, payload, retain), in order
@@ -157,7 +161,7 @@ class MemoryBroker:
                 self.lost.append((topic, payload))
                 return
         self.published.append((topic, payload, retain))
-        if retain:
+        if retain and self.keeps_retained:
             if payload:
                 self.retained[topic] = payload
             else:

@@ -20,6 +20,14 @@ properties), and 3.1.1 is what every broker speaks, the embedded amqtt fallback 
 the broker's certificate checked against ``auth.ca_file`` or the system's CAs, and its
 name against the URL's host), plus the client certificate of ``auth`` if it has one.
 A broker that refuses the credentials is logged as such and retried with back-off.
+
+``url`` may be a list, ``URL[,URL...]``: the nodes of one clustered broker. The transport's
+own thread connects to one node at a time, and paho's network thread serves that connection
+(paho's own reconnect is off). When an attempt fails (no CONNACK, or a refusal) it moves on
+to the next node of the list, round and round, and waits between attempts by ``Backoff``
+(backoff.py: bounded, jittered, exponential). A node that dropped an established
+connection is tried once more first (a restart of a single broker), then the others. It
+does not fall back to an earlier node while connected.
 """
 
 from __future__ import annotations
@@ -32,8 +40,9 @@ from collections.abc import Callable, Sequence
 
 import paho.mqtt.client as mqtt
 
-from edge_rl.transport.address import parse_broker_address
+from edge_rl.transport.address import parse_broker_list, split_broker_urls
 from edge_rl.transport.auth import AuthError, BrokerAuth
+from edge_rl.transport.backoff import Backoff
 from edge_rl.transport.base import Connect, MessageHandler
 
 log = logging.getLogger(__name__)
@@ -53,11 +62,25 @@ class MqttTransport:
         max_packet_size: int = 2_000_000,
         keepalive: int = 30,
         auth: BrokerAuth | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
-        self.host, self.port, self.tls = parse_broker_address(url)
+        self.addresses = parse_broker_list(url)
+        self.urls = split_broker_urls(url)
+        self.tls = self.addresses[0].tls
         self.auth = auth or BrokerAuth()
         self.auth.check_url(url)
         self.url = url
+        self.backoff = backoff or Backoff()
+        self._index = 0  # the node of ``addresses`` tried or connected now
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._was_up = False  # this attempt got a CONNACK that accepted us
+        self._ended = threading.Event()  # this attempt's connection closed
+        self.failovers = 0  # moves to another node of the list after an attempt failed
+        self.subscribe_failures = 0  # SUBACKs that refused a subscription (retried)
+        self._subs_lock = threading.Lock()
+        self._pending_subs: dict[int, tuple[str, int]] = {}  # SUBSCRIBE mid -> (topic, qos)
+        self._sub_attempts: dict[str, int] = {}  # topic -> refusals in a row
         self.client_id = client_id
         self._subscriptions = list(subscriptions)
         self._handler = on_message
@@ -76,24 +99,27 @@ class MqttTransport:
             client_id=client_id,
             protocol=mqtt.MQTTv311,
             clean_session=True,
+            reconnect_on_failure=False,  # the next attempt, and its node, are ours to choose
         )
         # Bound paho's in-memory queue of unacknowledged QoS>0 messages; past it publish
         # fails and the caller keeps the data in its own (byte-bounded) spool.
         self._client.max_queued_messages_set(max_queued_messages)
-        self._client.reconnect_delay_set(min_delay=1, max_delay=8)
         if will is not None:  # retained last will: published by the broker if we vanish
             self._client.will_set(will[0], will[1], qos=1, retain=True)
         _apply_auth(self._client, self.auth, self.tls)
         self._client.on_connect = self._on_connect
-        self._client.on_connect_fail = self._on_connect_fail
+        self._client.on_subscribe = self._on_subscribe
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
 
     # --- lifecycle --------------------------------------------------------------------
 
     def start(self) -> None:
-        self._client.connect_async(self.host, self.port, keepalive=self._keepalive)
-        self._client.loop_start()
+        """Connect in the background (the transport's own thread) and stay connected."""
+        self._thread = threading.Thread(
+            target=self._supervise, name=f"mqtt-{self.client_id}", daemon=True
+        )
+        self._thread.start()
 
     def wait_connected(self, timeout: float) -> bool:
         return self._connected.wait(timeout)
@@ -102,12 +128,61 @@ class MqttTransport:
     def connected(self) -> bool:
         return self._connected.is_set()
 
+    @property
+    def current_url(self) -> str:
+        """The node connected now, or the one being tried."""
+        return self.urls[self._index]
+
     def stop(self) -> None:
+        self._stopping.set()
         try:
-            self._client.disconnect()
+            self._client.disconnect()  # the loop sends it, then the socket closes
         finally:
-            self._client.loop_stop()
+            if self._thread is not None:
+                self._thread.join(timeout=10)
             self._connected.clear()
+
+    # --- the connection, node after node (the transport's thread) ------------------------
+
+    def _supervise(self) -> None:
+        attempt = 0
+        while not self._stopping.is_set():
+            up = self._session()
+            if self._stopping.is_set():
+                break
+            if up:
+                attempt = 0  # a drop: this node once more first, soon
+            else:
+                self._next_node()
+            self._stopping.wait(self.backoff.delay(attempt))
+            attempt += 1
+
+    def _session(self) -> bool:
+        """One connection to the current node, until it ends; True if the broker accepted
+        us. Callbacks run on paho's network thread, started for this connection."""
+        host, port, _ = self.addresses[self._index]
+        self._was_up = self._refused = False
+        self._ended.clear()
+        try:
+            self._client.connect(host, port, keepalive=self._keepalive)
+        except OSError:  # refused, unreachable, timed out, or the TLS handshake failed
+            self._attempt_failed()
+            return False
+        # paho's own network thread, for this connection only (no reconnect of its own):
+        # with it running, every write to the socket happens on it, which TLS requires.
+        self._client.loop_start()
+        self._ended.wait()  # on_disconnect: the connection, or the attempt, is over
+        self._client.loop_stop()
+        self._connected.clear()
+        return self._was_up
+
+    def _next_node(self) -> None:
+        if len(self.addresses) == 1:
+            return
+        before = self.current_url
+        self._index = (self._index + 1) % len(self.addresses)
+        self.failovers += 1
+        log.info("%s: %s failed; trying %s", self.client_id, before, self.current_url)
 
     # --- publishing -------------------------------------------------------------------
 
@@ -151,15 +226,18 @@ class MqttTransport:
                     log.warning(
                         "%s: broker %s refused the connection (%s, %s); retrying",
                         self.client_id,
-                        self.url,
+                        self.current_url,
                         reason_code,
                         who,
                     )
                 return
             self.connects += 1
+            self._was_up = True
+            if len(self.addresses) > 1:
+                log.info("%s: connected to %s", self.client_id, self.current_url)
             # Subscribing here means a reconnect re-subscribes.
             for topic, qos in self._subscriptions:
-                client.subscribe(topic, qos=qos)
+                self._subscribe(topic, qos)
             self._connected.set()
             if self._after_connect is not None:
                 self._after_connect()
@@ -167,26 +245,71 @@ class MqttTransport:
             self.callback_errors += 1
             log.exception("%s: error in on_connect", self.client_id)
 
-    def _on_connect_fail(self, client, userdata) -> None:
-        self._attempt_failed()
+    def _subscribe(self, topic: str, qos: int) -> None:
+        rc, mid = self._client.subscribe(topic, qos=qos)
+        if rc == mqtt.MQTT_ERR_SUCCESS:
+            with self._subs_lock:
+                self._pending_subs[mid] = (topic, qos)
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        """A refused subscription is tried again, with back-off, while connected: a node of a
+        clustered broker refuses one while its replicated state is being re-elected (the
+        subscription would otherwise be missing until the next reconnect). ``$`` topics are
+        a broker's own extras ($SYS), not on every broker: a refusal there is final."""
+        with self._subs_lock:
+            sub = self._pending_subs.pop(mid, None)
+            if sub is None:
+                return
+            topic, qos = sub
+            if not any(rc.is_failure for rc in reason_codes):
+                self._sub_attempts.pop(topic, None)
+                return
+            if topic.startswith("$"):
+                return
+            attempt = self._sub_attempts[topic] = self._sub_attempts.get(topic, 0) + 1
+            self.subscribe_failures += 1
+            first = self.subscribe_failures == 1
+        if first:
+            log.warning(
+                "%s: %s refused the subscription to %s; retrying",
+                self.client_id,
+                self.current_url,
+                topic,
+            )
+        retry = threading.Timer(self.backoff.delay(attempt - 1), self._resubscribe, (topic, qos))
+        retry.daemon = True
+        retry.start()
+
+    def _resubscribe(self, topic: str, qos: int) -> None:
+        if self._connected.is_set() and not self._stopping.is_set():
+            self._subscribe(topic, qos)
 
     def _attempt_failed(self) -> None:
         """No CONNACK: unreachable, or the TLS handshake failed or was cut (TLS 1.3 refuses a
-        client certificate after the handshake). Logged once; paho retries with back-off."""
+        client certificate after the handshake). Logged once; retried with back-off."""
         self.connect_failures += 1
         if self.connect_failures == 1:
             tls = ", or TLS failed (CA, client certificate, host name)" if self.tls else ""
             log.warning(
-                "%s: cannot connect to %s: unreachable%s; retrying", self.client_id, self.url, tls
+                "%s: cannot connect to %s: unreachable%s; retrying",
+                self.client_id,
+                self.current_url,
+                tls,
             )
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         was_connected = self._connected.is_set()
         self._connected.clear()
+        self._ended.set()
         if reason_code == 0:
             return
         if was_connected:
-            log.warning("%s: disconnected (%s); reconnecting", self.client_id, reason_code)
+            log.warning(
+                "%s: disconnected from %s (%s); reconnecting",
+                self.client_id,
+                self.current_url,
+                reason_code,
+            )
         elif self._refused:  # logged in _on_connect
             log.debug("%s: closed after a refusal (%s)", self.client_id, reason_code)
         else:  # closed before any CONNACK

@@ -54,6 +54,20 @@ class Topics:
         return f"{self.base}/actors/{check_name('actor id', actor_id)}/target"
 
     @property
+    def hello(self) -> str:  # learner -> actors, QoS 1, not retained: "say who you are"
+        return f"{self.base}/hello"
+
+    def actor_hello(self, actor_id: str) -> str:  # actor -> learner, QoS 1, not retained
+        return f"{self.base}/actors/{check_name('actor id', actor_id)}/hello"
+
+    def welcome(self, actor_id: str) -> str:  # learner -> that actor only, QoS 1, not retained
+        return f"{self.base}/actors/{check_name('actor id', actor_id)}/welcome"
+
+    @property
+    def all_hello(self) -> str:  # the learner's subscription
+        return f"{self.base}/actors/+/hello"
+
+    @property
     def all_transitions(self) -> str:  # the learner's subscription
         return f"{self.base}/actors/+/transitions"
 

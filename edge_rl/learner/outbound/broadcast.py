@@ -3,6 +3,7 @@
     broadcast = PolicyBroadcast(topics, publish, packager, cfg.transport)
     broadcast.publish(published, env_steps)   # True once the broker has it (retained)
     broadcast.republish()                     # after a reconnect
+    broadcast.send_to(topic)                  # to one board that said hello (join.py)
     broadcast.clear()                         # at the start and end of the run
     broadcast.version                         # of the last publish; 0 = none yet
 
@@ -86,6 +87,14 @@ class PolicyBroadcast:
         with self._lock:
             if self.current is not None:
                 self._publish(self.topic, self.current.payload, retain=True)
+
+    def send_to(self, topic: str) -> bool:
+        """The current policy, not retained, on ``topic`` (one board's welcome); False when
+        there is none yet or it cannot be sent now."""
+        with self._lock:
+            if self.current is None:
+                return False
+            return self._publish(topic, self.current.payload)
 
     def clear(self) -> None:
         """Clear the retained policy (an empty retained payload): at the start, what an
