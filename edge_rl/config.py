@@ -183,8 +183,10 @@ class QuarantineConfig:
     # reward per step or median episode return past which it is an outlier.
     max_z: float = 6.0
     # The MAD is at least this fraction of |median| (and 1e-3): boards that agree almost
-    # exactly (CartPole's reward is always 1) must not turn noise into a large z.
-    mad_floor: float = 0.1
+    # exactly (CartPole's reward is always 1) must not turn noise into a large z, nor boards
+    # whose windows span different stretches of a run (a starved board's data is older):
+    # at 0.1 a loaded honest CartPole run quarantined two boards (docs/security.md).
+    mad_floor: float = 0.5
     # A board is judged on its last ``window_transitions`` transitions and last
     # ``window_episodes`` returns, once it has at least ``min_transitions`` of them (and
     # ``min_episodes`` for the return); a rule applies only with ``min_boards`` judged.

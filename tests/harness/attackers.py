@@ -1,7 +1,7 @@
 """Attackers that hold a board's own valid credentials, for the security tests and
 benchmarks/attacks.py.
 
-    board = PerfectBoard(url, auth, topics, run_id, "outlier", episode=100)
+    board = PerfectBoard(url, auth, topics, run_id, "outlier", episode=200)
     board.start()      # announces itself, then sends within each credit grant it gets
     board.stop()
 
@@ -38,7 +38,7 @@ class PerfectBoard:
         topics: Topics,
         run_id: str,
         actor: str = "outlier",
-        episode: int = 100,
+        episode: int = 200,
     ) -> None:
         self.topics, self.run_id, self.session = topics, run_id, 31337
         self.actor, self.episode = actor, episode

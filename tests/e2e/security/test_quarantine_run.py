@@ -2,7 +2,7 @@
 quarantined in a real run: Mosquitto with the run's ACL, a real learner, three honest
 actor processes on CartPole, and a board with its own valid password that plays by the
 credit rules and sends perfect-looking episodes (obs at the centre, reward 1, every episode
-truncated at 100 steps: a return of 100 while the honest fleet's is ~20).
+truncated at 200 steps: a return of 200 while the honest fleet's is ~20).
 
 Each transition passes every check of ingest (inside the observation space, CartPole's
 reward of exactly 1, within its grant); only its distribution against the fleet's gives
@@ -22,7 +22,13 @@ import pytest
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
-from edge_rl.config import CheckpointConfig, ExportConfig, FleetConfig, RunConfig
+from edge_rl.config import (
+    CheckpointConfig,
+    ExportConfig,
+    FleetConfig,
+    QuarantineConfig,
+    RunConfig,
+)
 from edge_rl.learner.node import LearnerNode
 from edge_rl.sim.fleet import Fleet
 from edge_rl.transport.mqtt import mqtt_connect
@@ -31,7 +37,7 @@ from tests.harness.attackers import PerfectBoard
 
 HONEST = ("sim-00", "sim-01", "sim-02")
 OUTLIER = "outlier"
-EPISODE = 100  # the outlier's episodes: always truncated here, never fallen
+EPISODE = 200  # the outlier's episodes: always truncated here, never fallen
 BUDGET = 4_000
 
 
@@ -51,6 +57,8 @@ def real_config(run: str) -> RunConfig:
             every_updates=100, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
         ),
         checkpoint=CheckpointConfig(every_s=0),
+        # 3 of its 200-step episodes judge it: 5 took most of its share of this short budget.
+        quarantine=QuarantineConfig(min_episodes=3),
     )
 
 

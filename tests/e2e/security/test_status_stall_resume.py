@@ -106,7 +106,7 @@ def test_a_retained_stall_status_survives_a_kill_and_the_resumed_run_reaches_its
         # The intruder announces itself like a board and is granted credit...
         status = ActorStatus(INTRUDER, "running", run_id=run_id, session=4242)
         assert intruder.publish(topics.status(INTRUDER), encode_status(status), retain=True, wait=5)
-        _until(lambda: _granted(run, INTRUDER) > 0, 60, learner)
+        _until(lambda: _granted(run, INTRUDER) > 0, 180, learner)
         # ...then leaves a retained claim of 2^53-1 env steps on the broker.
         stall = ActorStatus(INTRUDER, "running", run_id=run_id, session=4242, env_steps=MAX_SEQ)
         assert intruder.publish(topics.status(INTRUDER), encode_status(stall), retain=True, wait=5)

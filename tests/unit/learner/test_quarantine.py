@@ -17,7 +17,10 @@ from edge_rl.types import TransitionBatch
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
 
-RULE = QuarantineConfig(min_transitions=100, window_transitions=200, min_episodes=2)
+# The rule's mechanics at a MAD floor of 10 % of |median|; the shipped floor is below.
+RULE = QuarantineConfig(
+    min_transitions=100, window_transitions=200, min_episodes=2, max_z=5.0, mad_floor=0.1
+)
 
 
 def feed(watch: BoardWatch, actor: str, reward: float, n: int = 200, returns=()) -> None:
@@ -59,6 +62,28 @@ def test_a_board_whose_mean_reward_is_far_off_the_fleets_is_quarantined(name, me
     assert all(v.rule == "reward" and abs(v.z) > RULE.max_z for v in verdicts)
     assert set(watch.quarantined()) == expected
     assert all(watch.is_quarantined(a) == (a in expected) for a in means)
+
+
+SHIPPED = QuarantineConfig()
+
+
+@pytest.mark.parametrize(
+    ("medians", "expected"),
+    [
+        # A loaded honest CartPole run (seed 1): a board whose window held newer episodes.
+        ({"sim-00": 102.0, "sim-01": 72.0, "sim-02": 24.0, "sim-03": 26.0}, set()),
+        ({"sim-01": 72.0, "sim-02": 30.0, "sim-03": 33.0, "sim-00": 35.0}, set()),
+        # A board whose pole never falls (200-step episodes) in a fleet returning ~20.
+        ({"a": 24.0, "b": 19.0, "c": 22.0, "evil": 200.0}, {"evil"}),
+    ],
+)
+def test_the_shipped_floor_keeps_a_staggered_honest_fleet_and_catches_a_gross_outlier(
+    medians, expected
+):
+    watch = BoardWatch(SHIPPED)
+    for actor, median in medians.items():
+        feed(watch, actor, 1.0, n=SHIPPED.min_transitions, returns=[median] * 5)
+    assert {v.actor for v in watch.judge(0, now=0.0)} == expected
 
 
 def test_too_few_transitions_are_not_judged():
