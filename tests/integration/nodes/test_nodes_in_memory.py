@@ -183,8 +183,9 @@ def _sliced_round(min_grant: int, total: int, updates: int) -> dict[str, int]:
 
 def test_a_trickle_of_credit_is_granted_in_slices_of_min_grant():
     """An actor ships its batch when its credit runs out: 40 steps freed for 4 actors are
-    one slice of 32 (one batch), not 10 each (four batches); the 8 left wait."""
-    assert sorted(_sliced_round(32, 100_000, 40).values()) == [0, 0, 0, 32]
+    one slice (one batch), not 10 each (four batches). No actor holds more than half the
+    outstanding lead (40 // 2 = 20), so the slice of 32 is cut to 20 and the rest waits."""
+    assert sorted(_sliced_round(32, 100_000, 40).values()) == [0, 0, 0, 20]
     assert sorted(_sliced_round(32, 100_000, 10).values()) == [0, 0, 0, 0]
     assert _sliced_round(1, 100_000, 40) == dict.fromkeys(["a0", "a1", "a2", "a3"], 10)
     # The slice is at most half the lead per actor: 400 // (2 x 4) = 50.
