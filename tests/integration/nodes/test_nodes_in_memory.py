@@ -427,9 +427,12 @@ def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp
 
     def lose_three_mid_run(broker, learner):
         real = learner.algo.update
+        armed = [True]
 
-        def update(*args, **kwargs):  # at the 20th update: training is under way
-            if learner.algo.updates == 20:
+        def update(*args, **kwargs):  # once past the 20th update: training is under way
+            # (a call takes up to updates_per_call steps: the count may step over 20)
+            if armed[0] and learner.algo.updates >= 20:
+                armed[0] = False
                 broker.lose(learner.topics.all_transitions, 3)
             return real(*args, **kwargs)
 
