@@ -36,7 +36,8 @@ def run_config(run: str, **kw) -> RunConfig:
         eval_episodes=2,
         select_every=2,
         select_episodes=2,
-        dqn=DQNConfig(hidden=(16, 16), batch_size=32),
+        # One step per call: these tests count updates by calls (checkpoints, exports).
+        dqn=DQNConfig(hidden=(16, 16), batch_size=32, updates_per_call=1),
         fleet=FleetConfig(actors=0),
         export=ExportConfig(
             every_updates=40, calibration_size=50, parity_size=50, min_greedy_agreement=0.0
