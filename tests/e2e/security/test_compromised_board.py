@@ -311,7 +311,8 @@ def real_config(run: str) -> RunConfig:
         max_lag_transitions=500,
         eval_episodes=2,
         select_every=0,
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32),
+        # One step per call: the attack fires in the call that starts at update 10.
+        dqn=DQNConfig(hidden=(32, 32), batch_size=32, updates_per_call=1),
         fleet=FleetConfig(actors=0),
         export=ExportConfig(
             every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0

@@ -32,7 +32,9 @@ def td3_config(run: str):
         run,
         env_id="Pendulum-v1",
         algo="td3",
-        td3=TD3Config(actor_hidden=(16, 16), critic_hidden=(16, 16), batch_size=32),
+        td3=TD3Config(
+            actor_hidden=(16, 16), critic_hidden=(16, 16), batch_size=32, updates_per_call=1
+        ),
     )
 
 

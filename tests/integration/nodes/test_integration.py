@@ -43,7 +43,8 @@ def tiny_config(run: str) -> RunConfig:
         eval_episodes=10,
         select_every=2,
         select_episodes=2,
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32),
+        # One step per call: the attack fires in the call that starts at update 10.
+        dqn=DQNConfig(hidden=(32, 32), batch_size=32, updates_per_call=1),
         fleet=FleetConfig(actors=0),
         export=ExportConfig(
             every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0

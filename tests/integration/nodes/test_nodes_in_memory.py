@@ -37,7 +37,8 @@ def run_config(run: str, **kw) -> RunConfig:
         eval_episodes=2,
         select_every=2,
         select_episodes=2,
-        dqn=DQNConfig(hidden=(16, 16), batch_size=32),
+        # One step per call: these tests count updates by calls (checkpoints, exports).
+        dqn=DQNConfig(hidden=(16, 16), batch_size=32, updates_per_call=1),
         fleet=FleetConfig(actors=0),
         export=ExportConfig(
             every_updates=40, calibration_size=50, parity_size=50, min_greedy_agreement=0.0
@@ -480,9 +481,12 @@ def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp
 
     def lose_three_mid_run(broker, learner):
         real = learner.algo.update
+        armed = [True]
 
-        def update(*args, **kwargs):  # at the 20th update: training is under way
-            if learner.algo.updates == 20:
+        def update(*args, **kwargs):  # once past the 20th update: training is under way
+            # (a call takes up to updates_per_call steps: the count may step over 20)
+            if armed[0] and learner.algo.updates >= 20:
+                armed[0] = False
                 broker.lose(learner.topics.all_transitions, 3)
             return real(*args, **kwargs)
 
