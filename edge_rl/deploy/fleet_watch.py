@@ -83,15 +83,15 @@ class FleetWatch:
                 return
             status = decode_status(payload)
         except CodecError as e:
-            self._reject(f"{topic}: {e}")
+            self._count_bad(f"{topic}: {e}")
             return
         if self.topics.actor_of(topic) != status.actor_id:
-            self._reject(f"{topic}: status of {status.actor_id!r}")  # it must name its board
+            self._count_bad(f"{topic}: status of {status.actor_id!r}")  # it must name its board
             return
         with self._lock:
             self._statuses[status.actor_id] = (status, self.clock())
 
-    def _reject(self, detail: str) -> None:
+    def _count_bad(self, detail: str) -> None:
         self.rejected += 1
         if self.rejected == 1:  # logged once, counted always
             log.warning("ignored a message that does not decode (%s)", detail)

@@ -99,10 +99,10 @@ class JoinDesk:
         try:
             status = decode_status(payload)
         except CodecError as e:
-            self._reject(f"undecodable hello on {topic}: {e}")
+            self._count_bad(f"undecodable hello on {topic}: {e}")
             return None
         if status.actor_id != self.topics.actor_of(topic):
-            self._reject(f"a hello of {status.actor_id!r} on {topic}")
+            self._count_bad(f"a hello of {status.actor_id!r} on {topic}")
             return None
         return status.actor_id
 
@@ -132,7 +132,7 @@ class JoinDesk:
         full_after = self.burst / self.rate_per_s
         self._buckets = {a: b for a, b in self._buckets.items() if now - b[1] < full_after}
 
-    def _reject(self, why: str) -> None:
+    def _count_bad(self, why: str) -> None:
         with self._lock:
             self.hellos_rejected += 1
             first = self.hellos_rejected == 1

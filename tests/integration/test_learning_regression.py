@@ -210,7 +210,12 @@ def test_dqn_learning_rate_decays_linearly_then_stays() -> None:
     from edge_rl.agents.dqn.learning import DQNLearner
 
     cfg = DQNConfig(
-        hidden=(8,), batch_size=4, learning_rate=1e-3, learning_rate_end=1e-4, lr_decay_updates=10
+        hidden=(8,),
+        batch_size=4,
+        learning_rate=1e-3,
+        learning_rate_end=1e-4,
+        lr_decay_updates=10,
+        updates_per_call=1,  # one step per update() call: the rate is read before each
     )
     assert learning_rate_at(cfg, 0) == pytest.approx(1e-3)
     assert learning_rate_at(cfg, 5) == pytest.approx(5.5e-4)

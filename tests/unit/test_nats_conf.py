@@ -41,11 +41,13 @@ def test_a_board_may_do_what_the_acl_lets_it_and_nothing_else() -> None:
         "edge-rl.r1.control",
         "edge-rl.r1.hello",
         "edge-rl.r1.actors.pi-01.credit",
+        "edge-rl.r1.actors.pi-01.target",
         "edge-rl.r1.actors.pi-01.welcome",
         MQTT_DELIVERY,
     ]
     learner = nats_permissions(users["learner"])
     assert "edge-rl.r1.actors.*.welcome" in learner["publish"]
+    assert "edge-rl.r1.actors.*.target" in learner["publish"]
     assert "edge-rl.r1.>" in learner["subscribe"]
     assert not any(s.startswith("$SYS") for s in learner["subscribe"])  # Mosquitto's own
 
