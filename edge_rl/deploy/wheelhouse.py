@@ -15,6 +15,7 @@ download as a local find-links directory.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -50,12 +51,17 @@ def build_own_wheel(source: Path, out_dir: Path, run: Run = subprocess.run) -> P
             "(pip wheel . --no-deps in a checkout)"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
-    p = run(
-        [*pip(), "wheel", str(source), "--no-deps", "-q", "-w", str(out_dir)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    # pip builds a source tree in place (its build/ and *.egg-info): two builds of one
+    # tree at once break each other, so they take turns on a lock named by the tree.
+    tree = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"edge-rl-wheel-{tree}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        p = run(
+            [*pip(), "wheel", str(source), "--no-deps", "-q", "-w", str(out_dir)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     wheels = sorted(out_dir.glob("edge_rl-*.whl"))
     if p.returncode != 0 or not wheels:
         raise WheelhouseError(f"pip wheel {source} failed: {p.stderr.strip()[-2000:]}")

@@ -24,6 +24,7 @@ import pytest
 from edge_rl.boards import load_board
 from edge_rl.deploy.broker_check import check_broker
 from edge_rl.deploy.check import Failed
+from edge_rl.deploy.wheelhouse import build_own_wheel
 from tests.harness.mosquitto_auth import Mosquitto
 from tests.harness.paths import REPO
 
@@ -64,12 +65,7 @@ def kit(tmp_path_factory, mosquitto_available) -> Kit:
     )
     assert p.returncode == 0, p.stderr
     own = root / "own"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(own)],
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
+    build_own_wheel(REPO, own)  # one build of the tree at a time, across xdist workers
     standin = root / "standin"
     standin.mkdir()
     for name in (
