@@ -196,7 +196,7 @@ class ControlPlane:
             self.status_cpu_s += time.thread_time() - t
             self._record_status(payload)
         elif payload:
-            batch = decode_transitions(payload)
+            batch = decode_transitions(payload, CARTPOLE)  # the boards send compact headers
             with self._lock:
                 self.by_actor[batch.actor_id] += len(batch)
                 self.batches += 1
