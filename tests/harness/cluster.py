@@ -16,6 +16,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,10 @@ from edge_rl.broker.acl import run_acl
 from edge_rl.broker.nats_conf import ClusterNode, nats_accounts, nats_node
 from edge_rl.transport.address import free_port
 from edge_rl.transport.auth import BrokerAuth, write_private
+from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
+from tests.harness.fault_run import write_board
+from tests.harness.faults import CONFIG
 from tests.harness.paths import REPO
 
 SCRIPT = REPO / "scripts" / "cluster"
@@ -119,3 +123,53 @@ class Cluster:
 
     def stop(self) -> None:
         self.script("stop")
+
+
+# A tiny CartPole learner: what the cluster tests train through the failover.
+CHEAP = (
+    "dqn.hidden=[32, 32]",
+    "export.min_greedy_agreement=0",
+    "select_every=0",
+    "select_recheck=0",
+    "eval_episodes=2",
+    "export.calibration_size=50",
+    "export.parity_size=50",
+)
+
+
+@dataclass(frozen=True)
+class LearnerRun:
+    """An ``edge-rl learn`` of the fault harness's CartPole config on a cluster, with no
+    simulated fleet of its own: its run directory, signing key, board file and argv."""
+
+    run_dir: Path
+    public_key: Path
+    board: Path
+    argv: list[str]
+
+
+def learner_run(tmp_path: Path, brokers: str, auth: BrokerAuth, steps: int) -> LearnerRun:
+    """``brokers``: the URL list the learner is given (its own node first)."""
+    run_dir, keys = tmp_path / "run", tmp_path / "keys"
+    run_dir.mkdir()
+    Signer.load_or_create(keys / "learner.key").write_public(keys / "learner.pub")
+    board = write_board(tmp_path / "board.yaml", {"status_interval_s": 0.5})
+    argv = [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        str(CONFIG),
+        "--fleet",
+        "0",
+        "--out",
+        str(run_dir),
+        "--signing-key",
+        str(keys / "learner.key"),
+        "--broker",
+        brokers,
+        *auth.argv(),
+        *(x for kv in [f"total_env_steps={steps}", *CHEAP] for x in ("--set", kv)),
+    ]
+    return LearnerRun(run_dir, keys / "learner.pub", board, argv)

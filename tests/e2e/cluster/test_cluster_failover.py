@@ -9,31 +9,20 @@ replay, and the boards of the killed node carry on from a live one.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from edge_rl.sim.fleet import Fleet
-from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from tests.conftest import _require
-from tests.harness.cluster import Cluster, nats_server
-from tests.harness.fault_run import account, write_board
-from tests.harness.faults import CONFIG, ENV, RUN, Fault, Harness, no_fault
+from tests.harness.cluster import Cluster, learner_run, nats_server
+from tests.harness.fault_run import account
+from tests.harness.faults import ENV, RUN, Fault, Harness, no_fault
 
 STEPS = 4_000
 PER_NODE = 2  # actors on node B and on node C
-CHEAP = [
-    "dqn.hidden=[32, 32]",
-    "export.min_greedy_agreement=0",
-    "select_every=0",
-    "select_recheck=0",
-    "eval_episodes=2",
-    "export.calibration_size=50",
-    "export.parity_size=50",
-]
 RUN_TIMEOUT_S = 420  # a run that has not finished by then has stalled
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(RUN_TIMEOUT_S + 120)]
 
@@ -68,37 +57,15 @@ def run_with_node_killed(tmp_path: Path, node: str) -> tuple:
 
 
 def _run(tmp_path: Path, cluster: Cluster, ids: dict, node: str) -> tuple:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    keys = tmp_path / "keys"
-    Signer.load_or_create(keys / "learner.key").write_public(keys / "learner.pub")
-    board = write_board(tmp_path / "board.yaml", {"status_interval_s": 0.5})
-    learner_auth = cluster.auth("learner")
-    argv = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        str(CONFIG),
-        "--fleet",
-        "0",
-        "--out",
-        str(run_dir),
-        "--signing-key",
-        str(keys / "learner.key"),
-        "--broker",
-        cluster.urls("a", "b", "c"),  # the learner on node A
-        *learner_auth.argv(),
-        *(x for kv in [f"total_env_steps={STEPS}", *CHEAP] for x in ("--set", kv)),
-    ]
+    run = learner_run(tmp_path, cluster.urls("a", "b", "c"), cluster.auth("learner"), STEPS)
+    run_dir, board, public_key, argv = run.run_dir, run.board, run.public_key, run.argv
     fleets = [
         Fleet(
             PER_NODE,
             board,
             cluster.urls(first, *(n for n in ("a", "b", "c") if n != first)),
             ENV,
-            policy_key=keys / "learner.pub",
+            policy_key=public_key,
             run=RUN,
             log_dir=run_dir / "fleet",
             id_prefix=f"sim-{first}",
@@ -106,7 +73,7 @@ def _run(tmp_path: Path, cluster: Cluster, ids: dict, node: str) -> tuple:
         )
         for first in ("b", "c")
     ]
-    h = Harness(None, Fleets(*fleets), run_dir, STEPS, board, keys / "learner.pub", argv)  # type: ignore[arg-type]
+    h = Harness(None, Fleets(*fleets), run_dir, STEPS, board, public_key, argv)  # type: ignore[arg-type]
     t0 = time.monotonic()
     h.start_learner()
     try:

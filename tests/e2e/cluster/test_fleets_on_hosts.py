@@ -17,25 +17,14 @@ import time
 import pytest
 
 from edge_rl.broker.nats_conf import ClusterNode
-from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from tests.conftest import _require
-from tests.harness.cluster import Cluster, nats_server
-from tests.harness.fault_run import write_board
-from tests.harness.faults import CONFIG, ENV, RUN
+from tests.harness.cluster import Cluster, learner_run, nats_server
+from tests.harness.faults import ENV, RUN
 from tests.harness.paths import REPO
 
 STEPS = 2_000
 RUN_TIMEOUT_S = 420
-CHEAP = [
-    "dqn.hidden=[32, 32]",
-    "export.min_greedy_agreement=0",
-    "select_every=0",
-    "select_recheck=0",
-    "eval_episodes=2",
-    "export.calibration_size=50",
-    "export.parity_size=50",
-]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(RUN_TIMEOUT_S + 120)]
 # node -> (its address in the brokers' namespace, the fleet namespace's address)
 LINKS = {"b": ("10.233.1.1", "10.233.1.2"), "c": ("10.233.2.1", "10.233.2.2")}
@@ -101,28 +90,8 @@ def test_two_fleets_in_namespaces_of_their_own_train_one_run(tmp_path, hosts, se
         nodes=nodes,
         netns=hosts["brokers"],
     )
-    run_dir = tmp_path / "run"
-    keys = tmp_path / "keys"
-    Signer.load_or_create(keys / "learner.key").write_public(keys / "learner.pub")
-    board = write_board(tmp_path / "board.yaml", {"status_interval_s": 0.5})
-    learn = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        str(CONFIG),
-        "--fleet",
-        "0",
-        "--out",
-        str(run_dir),
-        "--signing-key",
-        str(keys / "learner.key"),
-        "--broker",
-        cluster.url("a"),
-        *cluster.auth("learner").argv(),
-        *(x for kv in [f"total_env_steps={STEPS}", *CHEAP] for x in ("--set", kv)),
-    ]
+    run = learner_run(tmp_path, cluster.url("a"), cluster.auth("learner"), STEPS)
+    run_dir, board, learn = run.run_dir, run.board, run.argv
     procs: list[subprocess.Popen] = []
     try:
         with open(tmp_path / "learner.out", "w") as out:
@@ -146,7 +115,7 @@ def test_two_fleets_in_namespaces_of_their_own_train_one_run(tmp_path, hosts, se
                 "--id-prefix",
                 f"sim-{node}",
                 "--policy-key",
-                str(keys / "learner.pub"),
+                str(run.public_key),
                 "--log-dir",
                 str(tmp_path / f"fleet-{node}"),
                 "--credentials",
