@@ -306,4 +306,5 @@ class LearnerNode:
             interrupted=self.stop.is_set(),
             quarantine=self.ingest.watch.stats() if self.ingest.watch else None,
             replay_rows=self.replay.rows_by_source(),
+            join=self.join.stats(),
         )

@@ -21,6 +21,7 @@ from edge_rl.config import RunConfig
 from edge_rl.learner.durable import DurableStats
 from edge_rl.learner.fleet_control import FleetStats
 from edge_rl.learner.ingest.accounting import IngestStats
+from edge_rl.learner.join import JoinStats
 from edge_rl.learner.outbound.broadcast import BroadcastStats
 from edge_rl.learner.outbound.exporter import ExporterStats
 from edge_rl.learner.outbound.packager import PackagerStats
@@ -62,6 +63,7 @@ class RunRecord:
     interrupted: bool = False  # ended by SIGTERM/SIGINT: checkpointed, not finished, no eval
     quarantine: QuarantineStats | None = None  # per-board figures and who was isolated
     replay_rows: Mapping[str, int] = field(default_factory=dict)  # each board's rows in replay
+    join: JoinStats = JoinStats(0, 0, 0, 0)  # boards' hellos and the learner's own (join.py)
 
 
 def write_summary(run_dir: RunDir, r: RunRecord) -> dict[str, Any]:
@@ -121,6 +123,10 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "status_other_run": f.status_other_run,
         "status_over_credit": f.status_over_credit,
         "actor_sessions_refused": f.actor_sessions_refused,
+        "hellos_answered": r.join.hellos,
+        "hellos_throttled": r.join.hellos_throttled,
+        "hellos_rejected": r.join.hellos_rejected,
+        "learner_hellos": r.join.learner_hellos,
         **quarantine_summary(r),
         "actors": {
             a.actor_id: {

@@ -5,6 +5,7 @@ may not have it)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -198,5 +199,11 @@ def test_a_board_that_joins_late_on_a_node_without_retained_messages_trains(tmp_
     assert actor.transitions_sent == summary["transitions_received"] == len(learner.replay)
     assert summary["batches_missing"] == 0 and summary["transitions_rejected"] == 0
     assert learner.join.stats().hellos >= 1  # what it joined with came from its welcome
+    written = json.loads((tmp_path / "run" / "summary.json").read_text())
+    joined = learner.join.stats()
+    assert written["hellos_answered"] == summary["hellos_answered"] == joined.hellos
+    assert written["learner_hellos"] == joined.learner_hellos
+    assert written["hellos_throttled"] == joined.hellos_throttled
+    assert written["hellos_rejected"] == joined.hellos_rejected == 0
     assert broker.retained == {}
     assert actor.slot.version == summary["policy_version"] >= 2
