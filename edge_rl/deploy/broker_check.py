@@ -1,9 +1,11 @@
 """The doctor's broker checks: the credentials' files, then a real login as this board.
 
-``check_broker`` connects with the board file's broker URL and credentials (TLS with its
-CA, its client certificate and/or password), waits for the CONNACK (bounded), and
-disconnects. Each way it can fail gets its own fix: nothing listening, a name that does not
-resolve, a certificate that does not chain to the CA, credentials the broker refuses.
+``check_brokers`` makes one check per URL of the board file's broker list (a cluster's
+nodes: the board may be sent to any of them, so each must take its login); each connects
+with the board's credentials (TLS with its CA, its client certificate and/or password),
+waits for the CONNACK (bounded), and disconnects. Each way it can fail gets its own fix:
+nothing listening, a name that does not resolve, a certificate that does not chain to the
+CA, credentials the broker refuses.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import threading
 import paho.mqtt.client as mqtt
 
 from edge_rl.boards import BoardConfig
-from edge_rl.deploy.check import Failed
-from edge_rl.transport.address import parse_broker_list
+from edge_rl.deploy.check import Check, Failed, run_check
+from edge_rl.transport.address import BrokerAddress, parse_broker_list
 from edge_rl.transport.auth import AuthError, BrokerAuth
 from edge_rl.transport.mqtt import _apply_auth
 
@@ -52,12 +54,23 @@ def check_credentials(board: BoardConfig) -> str:
     return f"user {auth.username or '-'}: {', '.join(have) or 'none (anonymous)'}"
 
 
-def check_broker(board: BoardConfig, timeout: float) -> str:
-    url = board.actor.broker
+def check_brokers(board: BoardConfig, timeout: float) -> list[Check]:
+    """One check per broker URL: ``broker`` for one, ``broker 1`` .. ``broker N`` for a list,
+    in the list's order (the order the board tries them)."""
     try:
-        address = parse_broker_list(url)[0]  # of a cluster's list: the node a board tries first
+        addresses = parse_broker_list(board.actor.broker)
     except ValueError as e:
-        raise Failed(str(e), "set actor.broker to mqtts://HOST:PORT (re-flash)") from None
+        return [Check("broker", False, str(e), "set actor.broker to mqtts://HOST:PORT (re-flash)")]
+    if len(addresses) == 1:
+        return [run_check("broker", lambda: check_broker(board, addresses[0], timeout))]
+    return [
+        run_check(f"broker {i}", lambda a=a: check_broker(board, a, timeout))
+        for i, a in enumerate(addresses, 1)
+    ]
+
+
+def check_broker(board: BoardConfig, address: BrokerAddress, timeout: float) -> str:
+    """A login as this board at one broker ``address``, bounded by ``timeout``."""
     auth = board_auth(board)
     client = mqtt.Client(
         mqtt.CallbackAPIVersion.VERSION2,

@@ -7,9 +7,9 @@ In order: the board file; the learner's public key; LiteRT imports; the XNNPACK 
 created (in a child process: LiteRT logs that line once per process); the bundle's
 reference model gives the outputs recorded on the host bit for bit; the clock is not
 before the bundle was made nor outside the certificates' validity; the env is made and
-reset; the credentials' files are there and private; the broker accepts this board's
-login over TLS (broker_check.py). A check that cannot run because an earlier one failed
-says so. Board side: no TensorFlow.
+reset; the credentials' files are there and private; every broker of its URL list accepts
+this board's login over TLS (broker_check.py: one check per URL). A check that cannot run
+because an earlier one failed says so. Board side: no TensorFlow.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_rl.boards import BoardConfig, load_board
-from edge_rl.deploy.broker_check import check_broker, check_credentials
+from edge_rl.deploy.broker_check import check_brokers, check_credentials
 from edge_rl.deploy.check import Check, Failed, run_check, skipped
 
 
@@ -46,7 +46,7 @@ def run_checks(
     checks.append(run_check("env", lambda: _env(board[0])))
     checks.append(run_check("auth", lambda: check_credentials(board[0])))
     if broker:
-        checks.append(run_check("broker", lambda: check_broker(board[0], timeout)))
+        checks.extend(check_brokers(board[0], timeout))
     return checks
 
 

@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from edge_rl.boards import load_board
-from edge_rl.deploy.broker_check import check_broker
-from edge_rl.deploy.check import Failed
+from edge_rl.deploy.broker_check import check_brokers
 from edge_rl.deploy.wheelhouse import build_own_wheel
 from tests.harness.mosquitto_auth import Mosquitto
 from tests.harness.paths import REPO
@@ -177,11 +176,7 @@ def deployed(kit, tmp_path_factory) -> Iterator[tuple[Path, object]]:
 
 
 def _logs_in(cfg) -> bool:
-    try:
-        check_broker(cfg, 2.0)
-        return True
-    except Failed:
-        return False
+    return all(c.ok for c in check_brokers(cfg, 2.0))
 
 
 @pytest.fixture

@@ -83,6 +83,21 @@ def test_a_broker_that_is_not_running_fails_the_broker_check(bundle):
     assert "fix: start the broker" in lines["broker"]
 
 
+def test_each_broker_of_a_url_list_is_checked_and_reported(bundle):
+    cfg = bundle / "etc" / "board.yaml"
+    data = yaml.safe_load(cfg.read_text())
+    live = data["actor"]["broker"]
+    dead = f"mqtts://127.0.0.1:{free_port()}"  # a cluster node that is down
+    data["actor"]["broker"] = f"{dead},{live}"
+    cfg.write_text(yaml.safe_dump(data))
+    rc, lines = doctor(bundle)
+    assert [k for k in lines if k.startswith("broker")] == ["broker 1", "broker 2"]
+    assert lines["broker 1"].startswith(f"FAIL nothing listens on {dead.removeprefix('mqtts://')}")
+    assert lines["broker 2"].startswith("ok logged in") and "over TLS" in lines["broker 2"]
+    assert lines["broker 2"].endswith(live.removeprefix("mqtts://") + " as pi-doc over TLS")
+    assert rc == 1
+
+
 def test_a_password_the_broker_does_not_know_is_refused(bundle):
     pw = bundle / "etc" / "credentials" / "password"
     pw.write_text("not-the-password\n")
