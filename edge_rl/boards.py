@@ -15,7 +15,7 @@ import dacite
 import yaml
 
 from edge_rl.transport.auth import BrokerAuth
-from edge_rl.wire.topics import DEFAULT_ROOT
+from edge_rl.wire.topics import DEFAULT_ROOT, check_name
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,13 @@ class ActorSection:
     root: str = DEFAULT_ROOT
 
     def __post_init__(self) -> None:
-        for name in ("id", "run", "env", "broker", "root"):
-            value = getattr(self, name)
-            if not value.strip() or (name in ("id", "run", "root") and set(value) & set("/+# ")):
-                raise ValueError(f"actor.{name} must be a non-empty topic level, got {value!r}")
+        for name in ("env", "broker"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"actor.{name} must not be empty")
+        check_name("actor.id", self.id)  # topic levels: MQTT's and NATS' rules (wire/topics)
+        check_name("actor.run", self.run)
+        for level in self.root.split("/"):
+            check_name("actor.root level", level)
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,8 @@ class RunConfig:
         if self.algo not in ("dqn", "td3"):
             raise ValueError(f"algo must be 'dqn' or 'td3', got {self.algo!r}")
         check_name("run name", self.run)  # one topic level: at load, not once a fleet runs
+        for level in self.transport.root.split("/"):
+            check_name("transport.root level", level)
         if self.total_env_steps < 1 or self.learning_starts < 0 or self.replay_capacity < 1:
             raise ValueError("total_env_steps >= 1, learning_starts >= 0, replay_capacity >= 1")
         if not 0 < self.replay_ratio <= 64:

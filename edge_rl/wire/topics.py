@@ -4,16 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_FORBIDDEN = set("+#/\x00")
+_FORBIDDEN = set("+#/\x00")  # MQTT: a level separator, its wildcards, NUL
+# nats-server maps a topic level to a subject token: "." separates tokens, "*" and ">" are
+# its wildcards, and a token holds no whitespace; such a level has no subject there.
+_NOT_NATS = set(".*>")
 
 DEFAULT_ROOT = "edge-rl"  # the topic root every run lives under unless configured
 DEFAULT_RUN = "default"  # the run name, one topic level under the root
 
 
 def check_name(kind: str, name: str) -> str:
-    """A run name or actor id is one topic level: non-empty, no wildcards or slashes."""
+    """A run name, topic root level or actor id is one topic level: non-empty, no
+    wildcards or slashes; and, so that every broker edge-rl ships carries it (nats-server's
+    MQTT too, docs/scale.md), a NATS subject token: no '.', '*', '>' or whitespace."""
     if not name or any(c in _FORBIDDEN for c in name) or len(name) > 128:
         raise ValueError(f"invalid {kind} {name!r}: 1-128 chars, no '/', '+', '#'")
+    if any(c in _NOT_NATS or c.isspace() for c in name):
+        raise ValueError(
+            f"invalid {kind} {name!r}: no '.', '*', '>' or whitespace (a topic level must "
+            "also be a NATS subject token, for a nats-server cluster: docs/scale.md)"
+        )
     return name
 
 
