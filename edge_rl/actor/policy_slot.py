@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from edge_rl.actor.shared_models import SharedModels, SharedRunner
 from edge_rl.runtime.litert import TFLitePolicy
 from edge_rl.specs import EnvSpec
-from edge_rl.types import PolicyManifest
+from edge_rl.types import PolicyManifest, PolicyTarget
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import decode_target
 from edge_rl.wire.policy import decode_policy, decompress_model
@@ -93,6 +93,9 @@ class PolicySlot:
         # is none, nothing is loaded.
         self.run_id = run_id
         self._latest: bytes | None = None  # the newest payload offered, for set_run
+        # The last target of a run start not joined (yet): a restarted board gets its
+        # retained target before the loop has joined the run start its control names.
+        self._kept_target: PolicyTarget | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = False
@@ -138,7 +141,10 @@ class PolicySlot:
             self.run_id = run_id
             self.current = self.previous = None
             self._pending = self._latest
+            kept, self._kept_target = self._kept_target, None
         self._wake.set()
+        if kept is not None and kept.run_id == run_id:
+            self._apply(kept)  # after the policy topic's: the rollout's step wins
 
     def _run(self) -> None:
         while not self._stop:
@@ -175,9 +181,18 @@ class PolicySlot:
         except CodecError as e:
             self._reject(e.reason, f"target: {e}")
             return
-        if t.run_id != self.run_id:
+        with self._lock:
+            joined = self.run_id
+            if t.run_id != joined:
+                self._kept_target = t  # the run start the actor may join next
+        if joined is not None and t.run_id != joined:
             self._reject("wrong_run", f"target of run start {t.run_id!r}")
-        elif t.bundle:
+        elif t.run_id == joined:
+            self._apply(t)
+
+    def _apply(self, t: PolicyTarget) -> None:
+        """A target of the run start joined: its bundle offered, or a held policy back."""
+        if t.bundle:
             self.offer(t.bundle)
         elif not self.revert(t.policy_version, t.model_sha256):
             self._reject("not_held", f"target v{t.policy_version} is not a policy held")

@@ -107,3 +107,34 @@ def test_the_target_codec_round_trips_and_refuses_what_is_not_a_target():
     with pytest.raises(CodecError) as e:
         decode_target(encode_target(t), 20)
     assert e.value.reason == "too_large"
+
+
+def test_a_board_that_restarts_mid_rollout_serves_its_retained_target(policy_keys):
+    """A restarted process gets its retained target before it has joined the run start
+    (its control is handled between two steps): the target waits for the join, whatever
+    policy the run's topic or a welcome brings meanwhile, and is not refused as wrong_run."""
+    signer, _ = policy_keys
+    slot = PolicySlot(CARTPOLE, signer.verifier(), run=RUN)  # a new process: no run start yet
+    new = signed("good2", 4, signer)
+    slot.target(target(new, 4, digest_of(new, signer)), LIMIT)
+    slot.offer(signed("good", 3, signer))  # the retained policy, or the welcome's, after it
+    slot.load_pending()
+    assert slot.version == 0 and not slot.rejected  # nothing before the join
+    slot.set_run(START)
+    slot.load_pending()
+    assert (slot.version, slot.digest) == (4, digest_of(new, signer))
+    assert not slot.rejected and slot.failed == 0
+
+
+def test_a_target_of_the_next_run_start_waits_for_the_join(policy_keys):
+    signer, _ = policy_keys
+    slot = slot_serving(signer)  # in START
+    new = signed("good2", 4, signer, run_id="s2")
+    slot.target(target(new, 4, digest_of(new, signer), run_id="s2"), LIMIT)
+    assert slot.rejected["wrong_run"] == 1 and slot.version == 3  # not this run start's
+    slot.set_run("s2")  # its control is handled: the kept target is this run start's now
+    slot.load_pending()
+    assert (slot.version, slot.digest) == (4, digest_of(new, signer))
+    slot.set_run("s3")  # a target is for one run start only
+    slot.load_pending()
+    assert slot.version == 0
