@@ -4,13 +4,17 @@ bounded rate, or every canary back to its previous policy (docs/fleet.md, Rollou
 
 It writes policies and targets, which the broker's ACL grants the learner alone: it logs in
 with the learner's credentials, and it refuses a run that is not ``serving`` (its learner
-done). The policy is re-signed with ``--signing-key``, the key the boards trust.
+done). The policy is re-signed with ``--signing-key``, the key the boards trust. The
+canaries are drawn at random; the seed is printed, and ``--seed`` draws the same again.
+Ctrl-C or SIGTERM clears the targets sent so far; ``--clear`` clears every board's target
+(what an interrupted rollout left) and rolls nothing out.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 from pathlib import Path
 
 import click
@@ -53,15 +57,15 @@ def _plan_options(command):
 
 
 @click.command()
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--broker", required=True, help="mqtt[s]://HOST:PORT of the fleet's broker.")
 @click.option("--run", default=DEFAULT_RUN, show_default=True, help="The run the fleet serves.")
 @click.option("--root", default=DEFAULT_ROOT, show_default=True, help="The topic root.")
 @click.option(
     "--signing-key",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The private key whose public key the boards trust (learn --signing-key).",
+    help="The private key whose public key the boards trust (learn --signing-key); "
+    "required with SOURCE.",
 )
 @click.option(
     "--bundle-key",
@@ -70,26 +74,37 @@ def _plan_options(command):
     "--signing-key's].",
 )
 @_plan_options
+@click.option(
+    "--seed", type=int, help="Seed of the canaries' draw [default: a random one, printed]."
+)
+@click.option(
+    "--clear",
+    is_flag=True,
+    help="Only clear every board's target (left by an interrupted rollout); no SOURCE.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @auth_options("The learner's directory of `edge-rl credentials` (DIR/learner).")
 @click.pass_context
 def deploy(
     ctx: click.Context,
-    source: Path,
+    source: Path | None,
     broker: str,
     run: str,
     root: str,
-    signing_key: Path,
+    signing_key: Path | None,
     bundle_key: Path | None,
+    seed: int | None,
+    clear: bool,
     as_json: bool,
     auth_opts: AuthOptions,
     **plan: float,
 ) -> None:
     """Roll a run's deployed policy (RUN_DIR/policy.bundle) or a bundle file out to the
     boards serving --run: canaries, health check, then waves, or a rollback. Exit status 0
-    when every serving board serves it, 2 when it was rolled back, 3 when incomplete."""
+    when every serving board serves it, 2 when it was rolled back, 3 when incomplete,
+    130 (143) when interrupted by Ctrl-C (SIGTERM): the targets sent are cleared."""
     from edge_rl.deploy.rollout import RolloutPlan
-    from edge_rl.deploy.rollout_run import NotServing, run_rollout, source_bundle
+    from edge_rl.deploy.rollout_run import NotServing, clear_targets, run_rollout, source_bundle
     from edge_rl.transport.mqtt import mqtt_connect
     from edge_rl.wire.envelope import CodecError
     from edge_rl.wire.signing import Signer, Verifier
@@ -97,6 +112,18 @@ def deploy(
 
     setup_logging(ctx.obj.verbose)
     auth = complete(auth_from_options(auth_opts, "learner"), "learner", broker)
+    if clear:
+        if source is not None:
+            raise click.UsageError("--clear rolls nothing out: give no SOURCE")
+        try:
+            boards = clear_targets(mqtt_connect(broker, auth), Topics(root, run))
+        except (ConnectionError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(f"targets cleared: {len(boards)} boards ({', '.join(boards)})")
+        return
+    if source is None or signing_key is None:
+        raise click.UsageError("give SOURCE and --signing-key (or --clear)")
+    previous = {n: signal.signal(n, _interrupt) for n in (signal.SIGINT, signal.SIGTERM)}
     try:
         signer = Signer.load_or_create(signing_key)
         key = bundle_key or _default_bundle_key(source)
@@ -109,20 +136,29 @@ def deploy(
             verifier,
             signer,
             RolloutPlan(**plan),
+            seed=seed,
         )
     except (ConnectionError, NotServing, CodecError, ValueError, OSError) as e:
         raise click.ClickException(str(e)) from None
+    except _Interrupted as e:
+        click.echo("interrupted: the targets sent are cleared", err=True)
+        ctx.exit(128 + e.signum)
+    finally:
+        for n, handler in previous.items():
+            signal.signal(n, handler)
     out = result.outcome
     if as_json:
         record = {"version": result.target.version, "digest": result.target.digest}
         record |= {"run_id": result.run_id, "seconds": round(result.seconds, 2)}
+        record |= {"seed": result.seed}
         click.echo(json.dumps(record | dataclasses.asdict(out), indent=2))
     else:
         click.echo(
             f"v{result.target.version} {result.target.digest[:12]}: {out.result}: {out.reason}"
         )
         click.echo(
-            f"  canaries {', '.join(out.canaries)}; boards sent it: {len(out.assigned)}, "
+            f"  canaries {', '.join(out.canaries)} (--seed {result.seed}); "
+            f"boards sent it: {len(out.assigned)}, "
             f"serving it: {len(out.serving_new)}, rolled back: {len(out.rolled_back)}, "
             f"unconfirmed: {len(out.unconfirmed)}, skipped: {len(out.skipped)}"
         )
@@ -131,6 +167,18 @@ def deploy(
             f"{result.seconds:.1f} s"
         )
     ctx.exit({"deployed": 0, "aborted": 2, "incomplete": 3}[out.result])
+
+
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a rollout; ``signum``: which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise _Interrupted(signum)
 
 
 def _default_bundle_key(source: Path) -> Path | None:

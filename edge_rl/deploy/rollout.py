@@ -7,9 +7,11 @@ and every board's latest report, and says what to send.
         for action in rollout.step(now, reports):   # Assign(board) | Revert(board, ...)
             ...                                      # the driver publishes each target
 
-1. **Canary.** A share of the serving boards (``plan.canary``, at least one) is assigned
-   the new policy. Each must report serving it (its version and digest) and end
-   ``min_episodes`` greedy episodes with it within ``window_s``.
+1. **Canary.** A share of the serving boards (``plan.canary``, at least one), drawn at
+   random with ``seed`` (so that no board is always the first to take a policy; the same
+   seed draws the same canaries), is assigned the new policy. Each must report serving it
+   (its version and digest) and end ``min_episodes`` greedy episodes with it within
+   ``window_s``.
 2. **Health.** Aborted at once if any canary refuses a policy for what it is (its
    ``policies_failed`` grows: a signature, manifest or model that does not verify or
    load), or at the window's end if a canary has not shown its episodes. Once every canary
@@ -27,6 +29,7 @@ and every board's latest report, and says what to send.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -131,7 +134,9 @@ class Rollout:
         reports: Mapping[str, BoardReport],
         run_id: str,
         now: float,
+        seed: int | None = None,
     ) -> None:
+        """``seed``: the canaries' draw; ``None`` takes the first ids in sorted order."""
         self.plan = plan
         self.target = target
         self.boards = serving_boards(reports, run_id)
@@ -139,8 +144,9 @@ class Rollout:
             raise ValueError(f"no board serves run start {run_id!r}: nothing to roll out to")
         self.skipped = tuple(sorted(set(reports) - set(self.boards)))
         n = max(1, math.ceil(plan.canary * len(self.boards)))
-        self.canaries = tuple(self.boards[:n])
-        self.rest = list(self.boards[n:])
+        drawn = self.boards[:n] if seed is None else random.Random(seed).sample(self.boards, n)
+        self.canaries = tuple(sorted(drawn))
+        self.rest = [a for a in self.boards if a not in self.canaries]
         self.previous = {
             a: Target(reports[a].policy_version, reports[a].digest) for a in self.boards
         }

@@ -12,13 +12,18 @@ The bundle given is verified first, with the key that signed it.
 Each board is sent its step on its own target topic (retained: a board that reconnects
 gets it again). At the end the targets are cleared; a rollout that deployed also
 publishes the policy, retained, on the run's policy topic, which a board that joins later
-loads. Boards whose rollback is not confirmed keep their retained target.
+loads. Boards whose rollback is not confirmed keep their retained target. A rollout
+first clears the target of every board the fleet's statuses name (what an interrupted
+or aborted rollout left), and one interrupted (Ctrl-C, SIGTERM, a lost broker) clears the
+targets it set before it ends: each board keeps what it serves. ``clear_targets`` does
+the first alone (``edge-rl deploy --clear``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +82,7 @@ class RolloutRun:
     run_id: str
     outcome: Outcome
     seconds: float
+    seed: int  # the canaries' draw: the same seed, the same canaries
 
 
 def run_rollout(
@@ -90,9 +96,12 @@ def run_rollout(
     wait_s: float = 5.0,
     tick_s: float = 0.1,
     clock: Callable[[], float] = time.monotonic,
+    seed: int | None = None,
 ) -> RolloutRun:
     """Roll the bundle ``payload`` out to the fleet serving ``topics``' run, as ``plan``
-    says; ``NotServing`` if the run is not served, ``ConnectionError`` without a broker."""
+    says, canaries drawn with ``seed`` (``None``: a random one, in the result);
+    ``NotServing`` if the run is not served, ``ConnectionError`` without a broker."""
+    seed = secrets.randbits(32) if seed is None else seed
     with FleetWatch(connect, topics, clock, client_prefix="edge-rl-deploy") as watch:
         watch.wait_connected(wait_s)
         control = watch.wait_control(wait_s)
@@ -106,21 +115,39 @@ def run_rollout(
         signed = encode_policy(bundle, signer)
         target = Target(version, bundle.manifest.model_sha256)
         start = clock()
-        rollout = Rollout(plan, target, reports, control.run_id, start)
+        rollout = Rollout(plan, target, reports, control.run_id, start, seed)
         log.info(
-            "rolling v%d (%s) out to %d boards, canaries %s",
+            "rolling v%d (%s) out to %d boards, canaries %s (seed %d)",
             version,
             target.digest[:12],
             len(rollout.boards),
             ", ".join(rollout.canaries),
+            seed,
         )
         sender = _Sender(watch.transport, topics, control.run_id, f"v{version}", signed, wait_s)
-        while rollout.outcome is None:
-            for action in rollout.step(clock(), watch.reports()):
-                sender.send(action, target)
-            time.sleep(tick_s)
+        sender.clear(sorted(reports))  # what an earlier rollout left
+        try:
+            while rollout.outcome is None:
+                for action in rollout.step(clock(), watch.reports()):
+                    sender.send(action, target)
+                time.sleep(tick_s)
+        except BaseException:  # interrupted: leave no target on the broker
+            sender.clear(sorted(rollout.assigned))
+            raise
         sender.finish(rollout.outcome)
-        return RolloutRun(target, control.run_id, rollout.outcome, clock() - start)
+        return RolloutRun(target, control.run_id, rollout.outcome, clock() - start, seed)
+
+
+def clear_targets(connect: Connect, topics: Topics, wait_s: float = 5.0) -> list[str]:
+    """Clear the retained target of every board whose status the broker holds (what an
+    interrupted rollout left); the boards', sorted. ``ConnectionError`` without a broker."""
+    with FleetWatch(connect, topics, client_prefix="edge-rl-deploy") as watch:
+        watch.wait_connected(wait_s)
+        watch.wait_control(wait_s)
+        time.sleep(min(wait_s, 1.0))  # every retained status, after the control
+        boards = sorted(watch.reports())
+        _Sender(watch.transport, topics, "", "", b"", wait_s).clear(boards)
+        return boards
 
 
 class _Sender:
@@ -150,6 +177,10 @@ class _Sender:
             msg = PolicyTarget(self.run_id, action.to.version, action.to.digest, self.name)
             log.warning("%s: back to v%d", action.actor_id, action.to.version)
         self._publish(self.topics.target(action.actor_id), encode_target(msg))
+
+    def clear(self, actor_ids: list[str]) -> None:
+        for actor_id in actor_ids:
+            self._publish(self.topics.target(actor_id), b"")
 
     def finish(self, outcome: Outcome) -> None:
         if outcome.result != "aborted":  # the canaries proved it: a board joining loads it

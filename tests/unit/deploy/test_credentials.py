@@ -242,3 +242,40 @@ def test_credentials_without_run_enroll_nothing(cli, tmp_path) -> None:
     bad = cli("credentials", str(root), "--actors", "pi-02", "--passwords", "--run", "a/b")
     assert bad.returncode != 0 and "run name" in bad.stderr
     assert not (root / "boards" / "pi-02").exists()
+
+
+def test_generated_acl_lets_the_learner_alone_write_a_target_and_its_board_alone_read_it(
+    cli, tmp_path, mosquitto_with, clients
+) -> None:
+    """A rollout's target topic (docs/protocol.md §5.5) on a live Mosquitto with the
+    deployment's ACL: written by the learner's login only, read by its own board only."""
+    root = tmp_path / "creds"
+    _enroll(cli, root, "pi-01", "run-a")
+    _enroll(cli, root, "pi-03", "run-a")
+    broker = mosquitto_with(
+        [
+            "allow_anonymous false",
+            f"password_file {root / 'broker' / 'mosquitto.passwd'}",
+            f"acl_file {root / 'broker' / 'acl'}",
+            "use_username_as_clientid true",
+        ]
+    )
+    a = Topics("edge-rl", "run-a")
+    pi01 = clients(broker, **_login(root, "pi-01"))
+    pi03 = clients(broker, **_login(root, "pi-03"))
+    learner = clients(broker, **_login(root, "learner"))
+    assert pi01.first_outcome() == pi03.first_outcome() == learner.first_outcome() == "connected"
+    pi01.subscribe(a.target("pi-01"))
+    pi03.subscribe(a.target("pi-01"))  # another board's target: the ACL denies it
+    pi03.subscribe(a.target("pi-03"))
+
+    pi03.publish(a.target("pi-01"), b"forged by pi-03", retain=True)
+    pi01.publish(a.target("pi-01"), b"written by pi-01 itself", retain=True)
+    learner.publish(a.target("pi-01"), b"pi-01 target", retain=True)
+    learner.publish(a.target("pi-03"), b"pi-03 target", retain=True)
+    assert pi01.until(b"pi-01 target") == [b"pi-01 target"]
+    assert pi03.until(b"pi-03 target") == [b"pi-03 target"]
+    late = clients(broker, **_login(root, "pi-01"))  # reconnects: gets the retained one
+    assert late.first_outcome() == "connected"
+    late.subscribe(a.target("pi-01"))
+    assert late.until(b"pi-01 target") == [b"pi-01 target"]

@@ -191,3 +191,15 @@ def test_without_a_previous_return_only_evidence_and_refusals_decide():
 def test_a_plan_out_of_range_is_refused(bad):
     with pytest.raises(ValueError):
         RolloutPlan(**bad)
+
+
+def test_the_canaries_are_drawn_by_the_seed_not_the_first_ids():
+    reports = fleet(16)  # 4 canaries of 16
+    draws = {s: Rollout(PLAN, NEW, reports, RUN, now=0.0, seed=s).canaries for s in range(20)}
+    assert all(len(c) == 4 and set(c) <= set(reports) for c in draws.values())
+    assert len(set(draws.values())) > 10  # 1,820 ways to pick 4 of 16
+    assert sum(c == ("b0", "b1", "b10", "b11") for c in draws.values()) <= 1
+    again = Rollout(PLAN, NEW, reports, RUN, now=0.0, seed=7)
+    assert again.canaries == draws[7]  # the printed seed draws them again
+    assert sorted([*again.canaries, *again.rest]) == sorted(reports)
+    assert again.step(0.0, reports) == [Assign(a) for a in draws[7]]
