@@ -146,6 +146,7 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
             assert "below" in out["reason"] and out["canary_return"] < 100
             canaries = out["canaries"]
             assert len(canaries) == 2 and out["assigned"] == canaries
+            assert isinstance(out["seed"], int)  # drawn at random, printed to draw again
             assert out["rolled_back"] == canaries and out["unconfirmed"] == []
             now = history.latest()
             for a in ids:
@@ -179,6 +180,10 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
             assert zlib.decompress(decode_policy(retained, signer.verifier()).payload) == (
                 MODELS["good2"].read_bytes()
             )
+
+            cleared = cli("deploy", "--clear", "--broker", url, "--run", RUN, timeout=60)
+            assert cleared.returncode == 0, cleared.stderr
+            assert cleared.stdout.strip() == f"targets cleared: {N} boards ({', '.join(ids)})"
 
             listing = cli("fleet-status", "--broker", url, "--run", RUN, "--wait", "1")
             assert listing.returncode == 0, listing.stderr
