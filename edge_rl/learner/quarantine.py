@@ -11,13 +11,21 @@ off the fleet's.
 Plausibility (ingest/plausible.py) bounds each transition by what the env can produce; a
 compromised board can still send data inside those bounds that no honest board of the
 fleet produces (every reward at the bound's edge, episodes that end at once). The boards
-of one run act with the same policies in the same env, so their recent figures agree up
-to noise. The rule, with ``QuarantineConfig``'s figures:
+of one run act with the same policies in the same env, so their figures over the same
+stretch of the run agree up to noise. The rule, with ``QuarantineConfig``'s figures:
 
-* a board is judged on its last ``window_transitions`` transitions (mean reward per step)
-  and its last ``window_episodes`` returns (their median: while a fleet learns, one long
-  episode among short ones moved an honest board's mean return to a z of 4.4 against its
-  fleet), once it has ``min_transitions`` (``min_episodes``) of them;
+* every batch and episode return is tagged with the fleet's clock when it arrived (the
+  transitions the watch has taken from all boards before it: the learner's env steps);
+* a board's window is its last ``window_transitions`` transitions and its last
+  ``window_episodes`` returns; it is judged once it has ``min_transitions``
+  (``min_episodes``) of them;
+* the judged boards are compared on one stretch of the run: from the oldest start of
+  their windows (at most ``stretch_steps`` back) to now. Each board's figure is over all its
+  data of that stretch: its mean reward per step, and its median return (while a fleet
+  learns, one long episode among short ones moved an honest board's mean return to a z of
+  4.4 against its fleet). A board starved of credit has a window reaching further back,
+  into weaker policies; the others are then judged on that stretch too, not on their
+  newer data alone;
 * with at least ``min_boards`` judged boards, each figure's robust z-score is
   ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, 1e-3)`` over the judged boards
   not in quarantine; ``|z| > max_z`` on either figure quarantines the board (both ways: a
@@ -25,8 +33,10 @@ to noise. The rule, with ``QuarantineConfig``'s figures:
 * a board with ``min_refused`` refused batches or more, more than ``max_refused_share`` of
   all its batches, is quarantined whatever the fleet's size.
 
-Quarantine is for the rest of the run (resume included: ``state``/``load_state``). Every
-access holds ``_lock``: the ingest thread writes, fleet control and the meter read.
+A board keeps its window and, older than that, what arrived in the last ``stretch_steps``
+of the clock: all boards together hold at most ``stretch_steps`` entries beyond their
+windows. Quarantine is for the rest of the run (resume included: ``state``/``load_state``).
+Every access holds ``_lock``: the ingest thread writes, fleet control and the meter read.
 """
 
 from __future__ import annotations
@@ -71,6 +81,7 @@ class Verdict:
     z: float  # robust z-score (for ``refused``: 0)
     env_steps: int  # of the run, when it was quarantined
     rows_evicted: int = 0
+    since: int = 0  # the env step the compared stretch began at (``value`` is over it)
 
 
 @dataclass(frozen=True)
@@ -97,39 +108,75 @@ class QuarantineStats:
 
 
 class _Board:
-    """A board's windows: (n, sum, sum of squares) per batch, and its recent returns."""
+    """A board's data by the clock it arrived at: (clock, n, sum, sum of squares) per batch
+    and (clock, return) per episode, oldest first; its window and what is newer than the
+    stretch's limit."""
 
-    def __init__(self, window_episodes: int) -> None:
-        self.batches: deque[tuple[int, float, float]] = deque()
-        self.n = 0
-        self.sum = 0.0
-        self.sumsq = 0.0
-        self.returns: deque[float] = deque(maxlen=window_episodes)
+    def __init__(self, window_transitions: int, window_episodes: int) -> None:
+        self.window_transitions = window_transitions
+        self.window_episodes = window_episodes
+        self.batches: deque[tuple[int, int, float, float]] = deque()
+        self.kept = 0  # transitions in ``batches``
+        self.returns: deque[tuple[int, float]] = deque()
         self.transitions = 0
         self.taken = 0
         self.refused = 0
         self.peak_z = 0.0
 
-    def add(self, reward: np.ndarray, window: int) -> None:
+    def add(self, clock: int, reward: np.ndarray, returns: Iterable[float]) -> None:
         r = reward.astype(np.float64)
-        entry = (len(r), float(r.sum()), float(np.square(r).sum()))
-        self.batches.append(entry)
-        self.n, self.sum, self.sumsq = self.n + entry[0], self.sum + entry[1], self.sumsq + entry[2]
-        while len(self.batches) > 1 and self.n - self.batches[0][0] >= window:
-            n, s, q = self.batches.popleft()
-            self.n, self.sum, self.sumsq = self.n - n, self.sum - s, self.sumsq - q
-        self.transitions += entry[0]
+        self.batches.append((clock, len(r), float(r.sum()), float(np.square(r).sum())))
+        self.kept += len(r)
+        self.returns.extend((clock, float(x)) for x in returns)
+        self.transitions += len(r)
         self.taken += 1
 
+    def expire(self, before: int) -> None:
+        """Drop the entries that arrived before ``before`` and are outside the window."""
+        while self.batches and self.batches[0][0] < before:
+            if self.kept - self.batches[0][1] < self.window_transitions:
+                break
+            self.kept -= self.batches.popleft()[1]
+        while len(self.returns) > self.window_episodes and self.returns[0][0] < before:
+            self.returns.popleft()
+
+    def window(self) -> tuple[int, int]:
+        """(transitions, clock it starts at) of the reward window: the newest batches that
+        hold ``window_transitions`` (all of them if fewer)."""
+        n, start = 0, 0
+        for clock, k, _, _ in reversed(self.batches):
+            n, start = n + k, clock
+            if n >= self.window_transitions:
+                break
+        return n, start
+
+    def recent_returns(self) -> list[tuple[int, float]]:
+        return list(self.returns)[-self.window_episodes :]
+
+    def rewards_since(self, since: int) -> tuple[int, float, float]:
+        """(n, sum, sum of squares) of the rewards that arrived at ``since`` or later."""
+        n, total, sq = 0, 0.0, 0.0
+        for clock, k, s, q in reversed(self.batches):
+            if clock < since:
+                break
+            n, total, sq = n + k, total + s, sq + q
+        return n, total, sq
+
+    def returns_since(self, since: int) -> list[float]:
+        return [r for clock, r in self.returns if clock >= since]
+
     def figures(self) -> BoardFigures:
-        mean = self.sum / self.n if self.n else None
-        std = max(0.0, self.sumsq / self.n - mean**2) ** 0.5 if mean is not None else None
-        rets = np.array(self.returns, float)
+        """The board's own window (the summary's figures)."""
+        _, start = self.window()
+        n, total, sq = self.rewards_since(start) if self.batches else (0, 0.0, 0.0)
+        mean = total / n if n else None
+        std = max(0.0, sq / n - mean**2) ** 0.5 if mean is not None else None
+        rets = np.array([r for _, r in self.recent_returns()], float)
         return BoardFigures(
             self.transitions,
             self.taken,
             self.refused,
-            self.n,
+            n,
             mean,
             std,
             len(rets),
@@ -142,18 +189,18 @@ class _Board:
     def state(self) -> dict:
         return {
             "batches": [list(b) for b in self.batches],
-            "returns": list(self.returns),
+            "returns": [list(r) for r in self.returns],
             "counts": [self.transitions, self.taken, self.refused],
             "peak_z": self.peak_z,
         }
 
     @classmethod
-    def from_state(cls, state: Mapping, window_episodes: int) -> _Board:
-        board = cls(window_episodes)
-        for n, s, q in state["batches"]:
-            board.batches.append((int(n), float(s), float(q)))
-            board.n, board.sum, board.sumsq = board.n + int(n), board.sum + s, board.sumsq + q
-        board.returns.extend(float(r) for r in state["returns"])
+    def from_state(cls, state: Mapping, window_transitions: int, window_episodes: int) -> _Board:
+        board = cls(window_transitions, window_episodes)
+        for clock, n, s, q in state["batches"]:
+            board.batches.append((int(clock), int(n), float(s), float(q)))
+            board.kept += int(n)
+        board.returns.extend((int(clock), float(r)) for clock, r in state["returns"])
         board.transitions, board.taken, board.refused = (int(c) for c in state["counts"])
         board.peak_z = float(state.get("peak_z", 0.0))
         return board
@@ -170,6 +217,7 @@ class BoardWatch:
         self._boards: dict[str, _Board] = {}
         self._quarantined: dict[str, Verdict] = {}
         self._last_judged: float | None = None
+        self._clock = 0  # transitions taken from all boards: the run's env steps
 
     # --- ingest thread -----------------------------------------------------------------
 
@@ -177,10 +225,10 @@ class BoardWatch:
         """A batch of ``actor`` went into replay; ``returns`` of the episodes it ended."""
         with self._lock:
             board = self._board(actor)
-            if board is None:
-                return
-            board.add(reward, self.cfg.window_transitions)
-            board.returns.extend(returns)
+            if board is not None:
+                board.add(self._clock, reward, returns)
+                board.expire(self._clock - self.cfg.stretch_steps)
+            self._clock += len(reward)
 
     def refused(self, actor: str | None) -> None:
         """A batch on ``actor``'s topic was refused (by a reason the board is to blame for)."""
@@ -206,13 +254,15 @@ class BoardWatch:
         for v in found:
             log.warning(
                 "board %s quarantined at %d env steps: its %s %.4g is off the fleet's %.4g "
-                "(z %.1f); its credit stops and its data is refused",
+                "(z %.1f, over the data since env step %d); its credit stops and its data "
+                "is refused",
                 v.actor,
                 v.env_steps,
                 v.rule,
                 v.value,
                 v.fleet,
                 v.z,
+                v.since,
             )
         return found
 
@@ -244,25 +294,19 @@ class BoardWatch:
     def _verdicts(self, env_steps: int) -> list[Verdict]:
         cfg = self.cfg
         found: dict[str, Verdict] = {}
-        free = {a: b.figures() for a, b in self._boards.items() if a not in self._quarantined}
-        for actor, f in free.items():
-            batches = f.batches + f.refused
-            if f.refused >= cfg.min_refused and f.refused > cfg.max_refused_share * batches:
-                share = f.refused / batches
+        free = {a: b for a, b in self._boards.items() if a not in self._quarantined}
+        for actor, board in free.items():
+            board.expire(self._clock - cfg.stretch_steps)
+            batches = board.taken + board.refused
+            if board.refused >= cfg.min_refused and board.refused > cfg.max_refused_share * batches:
+                share = board.refused / batches
                 found[actor] = Verdict(
                     actor, "refused", share, cfg.max_refused_share, 0.0, env_steps
                 )
-        rewards = {
-            a: f.mean_reward
-            for a, f in free.items()
-            if f.window >= cfg.min_transitions and f.mean_reward is not None
-        }
-        returns = {
-            a: f.median_return
-            for a, f in free.items()
-            if f.returns >= cfg.min_episodes and f.median_return is not None
-        }
-        for rule, values in (("reward", rewards), ("return", returns)):
+        for rule, (since, values) in (
+            ("reward", self._mean_rewards(free)),
+            ("return", self._median_returns(free)),
+        ):
             if len(values) < cfg.min_boards:
                 continue
             median = float(np.median(list(values.values())))
@@ -270,13 +314,45 @@ class BoardWatch:
                 board = self._boards[actor]
                 board.peak_z = max(board.peak_z, abs(z))
                 if abs(z) > cfg.max_z and actor not in found:
-                    found[actor] = Verdict(actor, rule, values[actor], median, z, env_steps)
+                    v = Verdict(actor, rule, values[actor], median, z, env_steps, since=since)
+                    found[actor] = v
         return list(found.values())
+
+    def _stretch(self, starts: Iterable[int]) -> int:
+        """Where the compared stretch begins: the oldest of the judged boards' window
+        starts, at most ``stretch_steps`` back."""
+        return max(min(starts), self._clock - self.cfg.stretch_steps)
+
+    def _mean_rewards(self, boards: Mapping[str, _Board]) -> tuple[int, dict[str, float]]:
+        """Each judged board's mean reward per step over the common stretch."""
+        windows = {a: b.window() for a, b in boards.items()}
+        judged = {a: w for a, w in windows.items() if w[0] >= self.cfg.min_transitions}
+        if not judged:
+            return 0, {}
+        since = self._stretch(start for _, start in judged.values())
+        sums = {a: boards[a].rewards_since(since) for a in judged}
+        return since, {
+            a: total / n for a, (n, total, _) in sums.items() if n >= self.cfg.min_transitions
+        }
+
+    def _median_returns(self, boards: Mapping[str, _Board]) -> tuple[int, dict[str, float]]:
+        """Each judged board's median return over the common stretch."""
+        windows = {a: b.recent_returns() for a, b in boards.items()}
+        judged = [a for a, w in windows.items() if len(w) >= self.cfg.min_episodes]
+        if not judged:
+            return 0, {}
+        since = self._stretch(windows[a][0][0] for a in judged)
+        rets = {a: boards[a].returns_since(since) for a in judged}
+        return since, {
+            a: float(np.median(r)) for a, r in rets.items() if len(r) >= self.cfg.min_episodes
+        }
 
     def _board(self, actor: str) -> _Board | None:  # holds _lock
         board = self._boards.get(actor)
         if board is None and len(self._boards) < self.max_boards:
-            board = self._boards[actor] = _Board(self.cfg.window_episodes)
+            cfg = self.cfg
+            board = _Board(cfg.window_transitions, cfg.window_episodes)
+            self._boards[actor] = board
         return board
 
     # --- durable runs: the checkpoint's "quarantine" part ------------------------------
@@ -284,14 +360,17 @@ class BoardWatch:
     def state(self) -> dict:
         with self._lock:
             return {
+                "clock": self._clock,
                 "boards": {a: b.state() for a, b in self._boards.items()},
                 "quarantined": {a: asdict(v) for a, v in self._quarantined.items()},
             }
 
     def load_state(self, state: Mapping) -> None:
         with self._lock:
+            cfg = self.cfg
+            self._clock = int(state["clock"])
             self._boards = {
-                a: _Board.from_state(b, self.cfg.window_episodes)
+                a: _Board.from_state(b, cfg.window_transitions, cfg.window_episodes)
                 for a, b in state["boards"].items()
             }
             self._quarantined = {a: Verdict(**v) for a, v in state["quarantined"].items()}
