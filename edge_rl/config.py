@@ -198,6 +198,9 @@ class QuarantineConfig:
     # whose window is shorter is judged on all its data of that stretch, so a starved
     # board's older episodes meet the others' of the same time (docs/security.md).
     stretch_steps: int = 50_000
+    # The stretch is cut into this many equal spans of the clock; in each, a board is set
+    # against the fleet's median of the span, so no board weighs one span more than another.
+    stretch_bins: int = 4
     # Refusals: a board with at least ``min_refused`` refused batches, more than this
     # fraction of all its batches (any board count: a refusal needs no fleet to compare).
     max_refused_share: float = 0.5
@@ -213,10 +216,11 @@ class QuarantineConfig:
             self.min_boards,
             self.min_refused,
             self.stretch_steps,
+            self.stretch_bins,
         )
         if min(counts) < 1 or self.min_transitions > self.window_transitions:
             raise ValueError(
-                "quarantine: windows, stretch_steps, min_boards, min_refused >= 1; min <= window"
+                "quarantine: windows, stretch_*, min_boards, min_refused >= 1; min <= window"
             )
         if self.min_episodes > self.window_episodes or self.min_transitions < 1:
             raise ValueError("quarantine: 1 <= min_transitions, min_episodes <= window_episodes")

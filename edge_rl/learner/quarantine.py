@@ -44,8 +44,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 Z_SCALE = 0.6745  # the normal's 75th percentile: a MAD-based z matches a std-based one
 MIN_SCALE = 1e-3
+T = TypeVar("T")
 
 
 def robust_z(values: Mapping[str, float], mad_floor: float) -> dict[str, float]:
@@ -67,6 +69,70 @@ def robust_z(values: Mapping[str, float], mad_floor: float) -> dict[str, float]:
     mad = float(np.median(np.abs(xs - median)))
     scale = max(mad, mad_floor * abs(median), MIN_SCALE)
     return {k: Z_SCALE * (v - median) / scale for k, v in values.items()}
+
+
+def mean_of_batches(batches: Sequence[tuple[int, float]]) -> float:
+    """The mean reward per step of (transitions, sum of rewards) batches."""
+    return sum(s for _, s in batches) / max(1, sum(n for n, _ in batches))
+
+
+def median_of(values: Sequence[float]) -> float:
+    return float(np.median(values))
+
+
+def aligned_figures(
+    samples: Mapping[str, Iterable[tuple[int, T]]],
+    since: int,
+    now: int,
+    bins: int,
+    figure: Callable[[list[T]], float],
+    min_boards: int,
+) -> dict[str, float]:
+    """Each board's figure on the stretch of the clock from ``since`` to ``now``, span by
+    span against the fleet. The stretch is cut into equal spans, as many as ``bins`` and as
+    few as needed for every board to meet ``min_boards`` boards (itself included) in one of
+    them (one span: each board's figure over the whole stretch). In each such span, a board
+    differs from the fleet by its ``figure`` of the span's (clock, sample)s minus the median
+    of theirs. A board's figure is the fleet's level (the median over the spans of those
+    medians) plus its median difference: a board that sent more in one span than in another
+    weighs no span more than the fleet does."""
+    kept = {a: [(c, x) for c, x in entries if c >= since] for a, entries in samples.items()}
+    kept = {a: entries for a, entries in kept.items() if entries}
+    for k in range(bins, 0, -1):
+        figures = _span_figures(kept, since, now, k, figure, min_boards)
+        if len(figures) == len(kept):
+            return figures
+    return {}
+
+
+def _span_figures(
+    samples: Mapping[str, list[tuple[int, T]]],
+    since: int,
+    now: int,
+    bins: int,
+    figure: Callable[[list[T]], float],
+    min_boards: int,
+) -> dict[str, float]:
+    """``aligned_figures`` with the stretch cut into ``bins`` spans."""
+    width = max(1, now - since)
+    spans: dict[int, dict[str, list[T]]] = {}
+    for actor, entries in samples.items():
+        for clock, x in entries:
+            span = min(bins - 1, (clock - since) * bins // width)
+            spans.setdefault(span, {}).setdefault(actor, []).append(x)
+    levels: list[float] = []
+    diffs: dict[str, list[float]] = {}
+    for boards in spans.values():
+        if len(boards) < min_boards:
+            continue
+        figures = {a: figure(xs) for a, xs in boards.items()}
+        levels.append(median_of(list(figures.values())))
+        for actor, f in figures.items():
+            diffs.setdefault(actor, []).append(f - levels[-1])
+    if not levels:
+        return {}
+    level = median_of(levels)
+    return {actor: level + median_of(d) for actor, d in diffs.items()}
 
 
 @dataclass(frozen=True)
@@ -162,8 +228,9 @@ class _Board:
             n, total, sq = n + k, total + s, sq + q
         return n, total, sq
 
-    def returns_since(self, since: int) -> list[float]:
-        return [r for clock, r in self.returns if clock >= since]
+    def batch_sums(self) -> list[tuple[int, tuple[int, float]]]:
+        """(clock, (transitions, sum of rewards)) per batch kept."""
+        return [(clock, (n, s)) for clock, n, s, _ in self.batches]
 
     def figures(self) -> BoardFigures:
         """The board's own window (the summary's figures)."""
@@ -326,14 +393,12 @@ class BoardWatch:
     def _mean_rewards(self, boards: Mapping[str, _Board]) -> tuple[int, dict[str, float]]:
         """Each judged board's mean reward per step over the common stretch."""
         windows = {a: b.window() for a, b in boards.items()}
-        judged = {a: w for a, w in windows.items() if w[0] >= self.cfg.min_transitions}
+        judged = [a for a, w in windows.items() if w[0] >= self.cfg.min_transitions]
         if not judged:
             return 0, {}
-        since = self._stretch(start for _, start in judged.values())
-        sums = {a: boards[a].rewards_since(since) for a in judged}
-        return since, {
-            a: total / n for a, (n, total, _) in sums.items() if n >= self.cfg.min_transitions
-        }
+        since = self._stretch(windows[a][1] for a in judged)
+        samples = {a: boards[a].batch_sums() for a in judged}
+        return since, self._aligned(samples, since, mean_of_batches)
 
     def _median_returns(self, boards: Mapping[str, _Board]) -> tuple[int, dict[str, float]]:
         """Each judged board's median return over the common stretch."""
@@ -342,10 +407,19 @@ class BoardWatch:
         if not judged:
             return 0, {}
         since = self._stretch(windows[a][0][0] for a in judged)
-        rets = {a: boards[a].returns_since(since) for a in judged}
-        return since, {
-            a: float(np.median(r)) for a, r in rets.items() if len(r) >= self.cfg.min_episodes
-        }
+        samples = {a: list(boards[a].returns) for a in judged}
+        return since, self._aligned(samples, since, median_of)
+
+    def _aligned(
+        self,
+        samples: Mapping[str, Iterable[tuple[int, T]]],
+        since: int,
+        figure: Callable[[list[T]], float],
+    ) -> dict[str, float]:
+        cfg = self.cfg
+        return aligned_figures(
+            samples, since, self._clock, cfg.stretch_bins, figure, cfg.min_boards
+        )
 
     def _board(self, actor: str) -> _Board | None:  # holds _lock
         board = self._boards.get(actor)
