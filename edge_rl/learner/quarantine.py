@@ -46,7 +46,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -80,6 +80,19 @@ def median_of(values: Sequence[float]) -> float:
     return float(np.median(values))
 
 
+class Aligned(NamedTuple):
+    """The boards' figures on a common stretch: ``figures`` (what the z-score is of),
+    ``own`` (each board's median over its spans of its figure: what it sent) and ``level``
+    (the fleet's: the median over the spans of the boards' median)."""
+
+    figures: dict[str, float]
+    own: dict[str, float]
+    level: float
+
+
+NOTHING = Aligned({}, {}, 0.0)
+
+
 def aligned_figures(
     samples: Mapping[str, Iterable[tuple[int, T]]],
     since: int,
@@ -87,7 +100,7 @@ def aligned_figures(
     bins: int,
     figure: Callable[[list[T]], float],
     min_boards: int,
-) -> dict[str, float]:
+) -> Aligned:
     """Each board's figure on the stretch of the clock from ``since`` to ``now``, span by
     span against the fleet. The stretch is cut into equal spans, as many as ``bins`` and as
     few as needed for every board to meet ``min_boards`` boards (itself included) in one of
@@ -99,10 +112,10 @@ def aligned_figures(
     kept = {a: [(c, x) for c, x in entries if c >= since] for a, entries in samples.items()}
     kept = {a: entries for a, entries in kept.items() if entries}
     for k in range(bins, 0, -1):
-        figures = _span_figures(kept, since, now, k, figure, min_boards)
-        if len(figures) == len(kept):
-            return figures
-    return {}
+        aligned = _span_figures(kept, since, now, k, figure, min_boards)
+        if len(aligned.figures) == len(kept):
+            return aligned
+    return NOTHING
 
 
 def _span_figures(
@@ -112,7 +125,7 @@ def _span_figures(
     bins: int,
     figure: Callable[[list[T]], float],
     min_boards: int,
-) -> dict[str, float]:
+) -> Aligned:
     """``aligned_figures`` with the stretch cut into ``bins`` spans."""
     width = max(1, now - since)
     spans: dict[int, dict[str, list[T]]] = {}
@@ -122,6 +135,7 @@ def _span_figures(
             spans.setdefault(span, {}).setdefault(actor, []).append(x)
     levels: list[float] = []
     diffs: dict[str, list[float]] = {}
+    own: dict[str, list[float]] = {}
     for boards in spans.values():
         if len(boards) < min_boards:
             continue
@@ -129,10 +143,15 @@ def _span_figures(
         levels.append(median_of(list(figures.values())))
         for actor, f in figures.items():
             diffs.setdefault(actor, []).append(f - levels[-1])
+            own.setdefault(actor, []).append(f)
     if not levels:
-        return {}
+        return NOTHING
     level = median_of(levels)
-    return {actor: level + median_of(d) for actor, d in diffs.items()}
+    return Aligned(
+        {a: level + median_of(d) for a, d in diffs.items()},
+        {a: median_of(f) for a, f in own.items()},
+        level,
+    )
 
 
 @dataclass(frozen=True)
@@ -142,9 +161,9 @@ class Verdict:
 
     actor: str
     rule: str
-    value: float  # the board's figure
-    fleet: float  # the fleet's median (for ``refused``: the threshold)
-    z: float  # robust z-score (for ``refused``: 0)
+    value: float  # the board's figure over the stretch (its median over the spans)
+    fleet: float  # the fleet's level over the stretch (for ``refused``: the threshold)
+    z: float  # robust z-score of its aligned figure (for ``refused``: 0)
     env_steps: int  # of the run, when it was quarantined
     rows_evicted: int = 0
     since: int = 0  # the env step the compared stretch began at (``value`` is over it)
@@ -370,18 +389,18 @@ class BoardWatch:
                 found[actor] = Verdict(
                     actor, "refused", share, cfg.max_refused_share, 0.0, env_steps
                 )
-        for rule, (since, values) in (
+        for rule, (since, aligned) in (
             ("reward", self._mean_rewards(free)),
             ("return", self._median_returns(free)),
         ):
-            if len(values) < cfg.min_boards:
+            if len(aligned.figures) < cfg.min_boards:
                 continue
-            median = float(np.median(list(values.values())))
-            for actor, z in robust_z(values, cfg.mad_floor).items():
+            for actor, z in robust_z(aligned.figures, cfg.mad_floor).items():
                 board = self._boards[actor]
                 board.peak_z = max(board.peak_z, abs(z))
                 if abs(z) > cfg.max_z and actor not in found:
-                    v = Verdict(actor, rule, values[actor], median, z, env_steps, since=since)
+                    value = aligned.own[actor]
+                    v = Verdict(actor, rule, value, aligned.level, z, env_steps, since=since)
                     found[actor] = v
         return list(found.values())
 
@@ -390,22 +409,22 @@ class BoardWatch:
         starts, at most ``stretch_steps`` back."""
         return max(min(starts), self._clock - self.cfg.stretch_steps)
 
-    def _mean_rewards(self, boards: Mapping[str, _Board]) -> tuple[int, dict[str, float]]:
+    def _mean_rewards(self, boards: Mapping[str, _Board]) -> tuple[int, Aligned]:
         """Each judged board's mean reward per step over the common stretch."""
         windows = {a: b.window() for a, b in boards.items()}
         judged = [a for a, w in windows.items() if w[0] >= self.cfg.min_transitions]
         if not judged:
-            return 0, {}
+            return 0, NOTHING
         since = self._stretch(windows[a][1] for a in judged)
         samples = {a: boards[a].batch_sums() for a in judged}
         return since, self._aligned(samples, since, mean_of_batches)
 
-    def _median_returns(self, boards: Mapping[str, _Board]) -> tuple[int, dict[str, float]]:
+    def _median_returns(self, boards: Mapping[str, _Board]) -> tuple[int, Aligned]:
         """Each judged board's median return over the common stretch."""
         windows = {a: b.recent_returns() for a, b in boards.items()}
         judged = [a for a, w in windows.items() if len(w) >= self.cfg.min_episodes]
         if not judged:
-            return 0, {}
+            return 0, NOTHING
         since = self._stretch(windows[a][0][0] for a in judged)
         samples = {a: list(boards[a].returns) for a in judged}
         return since, self._aligned(samples, since, median_of)
@@ -415,7 +434,7 @@ class BoardWatch:
         samples: Mapping[str, Iterable[tuple[int, T]]],
         since: int,
         figure: Callable[[list[T]], float],
-    ) -> dict[str, float]:
+    ) -> Aligned:
         cfg = self.cfg
         return aligned_figures(
             samples, since, self._clock, cfg.stretch_bins, figure, cfg.min_boards
