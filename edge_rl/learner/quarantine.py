@@ -283,10 +283,14 @@ class _Board:
     @classmethod
     def from_state(cls, state: Mapping, window_transitions: int, window_episodes: int) -> _Board:
         board = cls(window_transitions, window_episodes)
-        for clock, n, s, q in state["batches"]:
+        # A checkpoint without clocks (batches of three, bare returns): all at clock 0.
+        for entry in state["batches"]:
+            clock, n, s, q = entry if len(entry) == 4 else (0, *entry)
             board.batches.append((int(clock), int(n), float(s), float(q)))
             board.kept += int(n)
-        board.returns.extend((int(clock), float(r)) for clock, r in state["returns"])
+        for entry in state["returns"]:
+            clock, r = entry if isinstance(entry, list | tuple) else (0, entry)
+            board.returns.append((int(clock), float(r)))
         board.transitions, board.taken, board.refused = (int(c) for c in state["counts"])
         board.peak_z = float(state.get("peak_z", 0.0))
         return board
@@ -461,7 +465,8 @@ class BoardWatch:
     def load_state(self, state: Mapping) -> None:
         with self._lock:
             cfg = self.cfg
-            self._clock = int(state["clock"])
+            default = sum(int(b["counts"][0]) for b in state["boards"].values())
+            self._clock = int(state.get("clock", default))
             self._boards = {
                 a: _Board.from_state(b, cfg.window_transitions, cfg.window_episodes)
                 for a, b in state["boards"].items()

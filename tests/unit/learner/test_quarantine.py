@@ -230,6 +230,18 @@ def test_boards_are_bounded_and_quarantine_survives_a_resume():
     assert resumed.state() == watch.state()  # the clock and every board's tagged data
 
 
+def test_a_checkpoint_without_clocks_resumes_with_its_data_at_clock_zero():
+    board = {"batches": [[200, -1200.0, 7200.0]], "returns": [-1200.0], "counts": [200, 1, 0]}
+    old = {"boards": {a: board for a in ("a", "b", "c")}, "quarantined": {}}
+    watch = BoardWatch(RULE)
+    watch.load_state(old)
+    assert watch.state()["clock"] == 600
+    assert watch.state()["boards"]["a"]["batches"] == [[0, 200, -1200.0, 7200.0]]
+    assert watch.stats().boards["a"].mean_reward == pytest.approx(-6.0)
+    feed(watch, "evil", 0.0)
+    assert [v.actor for v in watch.judge(0, now=0.0)] == ["evil"]
+
+
 # --- replay: per-row source, eviction ---------------------------------------------------
 
 
