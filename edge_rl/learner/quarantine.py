@@ -56,18 +56,20 @@ log = logging.getLogger(__name__)
 
 Z_SCALE = 0.6745  # the normal's 75th percentile: a MAD-based z matches a std-based one
 MIN_SCALE = 1e-3
+SPAN_SPREAD = 1.2533  # √(π/2): a median's spread over its draws', the MAD's scale of noise
 T = TypeVar("T")
 
 
-def robust_z(values: Mapping[str, float], mad_floor: float) -> dict[str, float]:
+def robust_z(values: Mapping[str, float], mad_floor: float, noise: float = 0.0) -> dict[str, float]:
     """Each value's robust z-score against the median and MAD of all of them; the MAD is at
-    least ``mad_floor`` × |median| and 1e-3, so that near-equal values give small scores."""
+    least ``mad_floor`` × |median|, ``noise`` (what the values' own noise would make it) and
+    1e-3, so that near-equal values give small scores."""
     if not values:
         return {}
     xs = np.fromiter(values.values(), float, len(values))
     median = float(np.median(xs))
     mad = float(np.median(np.abs(xs - median)))
-    scale = max(mad, mad_floor * abs(median), MIN_SCALE)
+    scale = max(mad, mad_floor * abs(median), noise, MIN_SCALE)
     return {k: Z_SCALE * (v - median) / scale for k, v in values.items()}
 
 
@@ -88,9 +90,10 @@ class Aligned(NamedTuple):
     figures: dict[str, float]
     own: dict[str, float]
     level: float
+    noise: float  # the MAD the figures' own noise gives an honest fleet (0: one span)
 
 
-NOTHING = Aligned({}, {}, 0.0)
+NOTHING = Aligned({}, {}, 0.0, 0.0)
 
 
 def aligned_figures(
@@ -108,7 +111,14 @@ def aligned_figures(
     differs from the fleet by its ``figure`` of the span's (clock, sample)s minus the median
     of theirs. A board's figure is the fleet's level (the median over the spans of those
     medians) plus its median difference: a board that sent more in one span than in another
-    weighs no span more than the fleet does."""
+    weighs no span more than the fleet does.
+
+    ``noise``: how far an honest board's figure strays by chance, from how its differences
+    spread over the spans: 1.2533 × their MAD (the spread of one span's), the median over
+    the boards with two spans or more; not divided by √spans: a median of two to four
+    spans that share the fleet's medians is not that much steadier. With four boards the
+    fleet's MAD alone is itself noise: three boards that agree by chance make a fourth
+    one's ordinary spread look like an outlier (an honest Pendulum run, seed 4, at z 6.5)."""
     kept = {a: [(c, x) for c, x in entries if c >= since] for a, entries in samples.items()}
     kept = {a: entries for a, entries in kept.items() if entries}
     for k in range(bins, 0, -1):
@@ -147,10 +157,16 @@ def _span_figures(
     if not levels:
         return NOTHING
     level = median_of(levels)
+    spreads = [
+        SPAN_SPREAD * median_of(np.abs(np.subtract(d, median_of(d))))
+        for d in diffs.values()
+        if len(d) > 1
+    ]
     return Aligned(
         {a: level + median_of(d) for a, d in diffs.items()},
         {a: median_of(f) for a, f in own.items()},
         level,
+        median_of(spreads) if spreads else 0.0,
     )
 
 
@@ -399,7 +415,7 @@ class BoardWatch:
         ):
             if len(aligned.figures) < cfg.min_boards:
                 continue
-            for actor, z in robust_z(aligned.figures, cfg.mad_floor).items():
+            for actor, z in robust_z(aligned.figures, cfg.mad_floor, aligned.noise).items():
                 board = self._boards[actor]
                 board.peak_z = max(board.peak_z, abs(z))
                 if abs(z) > cfg.max_z and actor not in found:
