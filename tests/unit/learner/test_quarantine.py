@@ -148,6 +148,47 @@ def test_the_stretch_reaches_back_at_most_stretch_steps():
     assert all(watch.stats().boards[a].peak_z < 1 for a in "abc")
 
 
+def pendulum_like(seed: int, episode_mean, attacker: bool, steps: int = 20_000) -> BoardWatch:
+    """Four honest boards taking turns with 20-transition batches of 200-step episodes, each
+    episode's mean reward drawn by ``episode_mean``; the shipped rule applied after every
+    round. ``attacker``: a fifth board whose every reward is 0 (the bound's edge)."""
+    rng = np.random.default_rng(seed)
+    watch = BoardWatch(SHIPPED, every_s=0.0)
+    actors = ["h0", "h1", "h2", "h3"] + (["evil"] if attacker else [])
+    mean = {a: episode_mean(rng) for a in actors}
+    for t in range(0, steps, 20 * len(actors)):
+        for actor in actors:
+            reward = np.zeros(20) if actor == "evil" else rng.normal(mean[actor], 0.5, 20)
+            done = (t // len(actors)) % 200 == 180
+            returns = [mean[actor] * 200] if done else []
+            if done:
+                mean[actor] = episode_mean(rng)
+            watch.accepted(actor, reward.astype(np.float32), returns)
+        watch.judge(t, now=float(t))
+    return watch
+
+
+def learned(rng: np.random.Generator) -> float:
+    """A learned Pendulum policy: most episodes balance (-0.6 a step), some swing long."""
+    return rng.normal(-0.6, 0.3) if rng.random() < 0.7 else rng.normal(-2.5, 1.0)
+
+
+@pytest.mark.parametrize("seed", [1, 3, 4, 6])
+def test_an_honest_fleet_whose_figures_are_noisy_is_not_quarantined(seed):
+    """With four boards, three that agree by chance made the fourth's ordinary spread a z
+    of 7-9 on these seeds (MAD and floor alone); the spans' own spread keeps it below 6."""
+    watch = pendulum_like(seed, learned, attacker=False)
+    assert watch.quarantined() == {}
+    assert max(b.peak_z for b in watch.stats().boards.values()) < SHIPPED.max_z
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_board_at_the_bounds_edge_among_noisy_random_boards_is_quarantined(seed):
+    watch = pendulum_like(seed, lambda rng: rng.normal(-6.0, 1.5), attacker=True)
+    assert set(watch.quarantined()) == {"evil"}
+    assert watch.quarantined()["evil"].rule == "reward"
+
+
 def test_too_few_transitions_are_not_judged():
     watch = BoardWatch(RULE)
     for actor, mean in {"a": -6.0, "b": -6.1, "c": -5.9}.items():
