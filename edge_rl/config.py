@@ -183,18 +183,24 @@ class QuarantineConfig:
     # reward per step or median episode return past which it is an outlier.
     max_z: float = 6.0
     # The MAD is at least this fraction of |median| (and 1e-3): boards that agree almost
-    # exactly (CartPole's reward is always 1) must not turn noise into a large z, nor boards
-    # whose windows span different stretches of a run (a starved board's data is older):
-    # at 0.1 a loaded honest CartPole run quarantined two boards (docs/security.md).
-    mad_floor: float = 0.5
-    # A board is judged on its last ``window_transitions`` transitions and last
-    # ``window_episodes`` returns, once it has at least ``min_transitions`` of them (and
+    # exactly (CartPole's reward is always 1) must not turn noise into a large z.
+    mad_floor: float = 0.1
+    # A board's window is its last ``window_transitions`` transitions and last
+    # ``window_episodes`` returns; it is judged once it has at least ``min_transitions`` (and
     # ``min_episodes`` for the return); a rule applies only with ``min_boards`` judged.
     window_transitions: int = 2_000
     window_episodes: int = 20
     min_transitions: int = 500
     min_episodes: int = 5
     min_boards: int = 3
+    # The boards are compared on one stretch of the run: from the oldest start of a judged
+    # board's window to now, at most this many env steps (of the whole fleet) back. A board
+    # whose window is shorter is judged on all its data of that stretch, so a starved
+    # board's older episodes meet the others' of the same time (docs/security.md).
+    stretch_steps: int = 50_000
+    # The stretch is cut into this many equal spans of the clock; in each, a board is set
+    # against the fleet's median of the span, so no board weighs one span more than another.
+    stretch_bins: int = 4
     # Refusals: a board with at least ``min_refused`` refused batches, more than this
     # fraction of all its batches (any board count: a refusal needs no fleet to compare).
     max_refused_share: float = 0.5
@@ -204,9 +210,18 @@ class QuarantineConfig:
     def __post_init__(self) -> None:
         if not (self.max_z > 0 and self.mad_floor >= 0 and 0 < self.max_refused_share <= 1):
             raise ValueError("quarantine: max_z > 0, mad_floor >= 0, max_refused_share in (0, 1]")
-        counts = (self.window_transitions, self.window_episodes, self.min_boards, self.min_refused)
+        counts = (
+            self.window_transitions,
+            self.window_episodes,
+            self.min_boards,
+            self.min_refused,
+            self.stretch_steps,
+            self.stretch_bins,
+        )
         if min(counts) < 1 or self.min_transitions > self.window_transitions:
-            raise ValueError("quarantine: windows, min_boards, min_refused >= 1; min <= window")
+            raise ValueError(
+                "quarantine: windows, stretch_*, min_boards, min_refused >= 1; min <= window"
+            )
         if self.min_episodes > self.window_episodes or self.min_transitions < 1:
             raise ValueError("quarantine: 1 <= min_transitions, min_episodes <= window_episodes")
 

@@ -11,13 +11,21 @@ off the fleet's.
 Plausibility (ingest/plausible.py) bounds each transition by what the env can produce; a
 compromised board can still send data inside those bounds that no honest board of the
 fleet produces (every reward at the bound's edge, episodes that end at once). The boards
-of one run act with the same policies in the same env, so their recent figures agree up
-to noise. The rule, with ``QuarantineConfig``'s figures:
+of one run act with the same policies in the same env, so their figures over the same
+stretch of the run agree up to noise. The rule, with ``QuarantineConfig``'s figures:
 
-* a board is judged on its last ``window_transitions`` transitions (mean reward per step)
-  and its last ``window_episodes`` returns (their median: while a fleet learns, one long
-  episode among short ones moved an honest board's mean return to a z of 4.4 against its
-  fleet), once it has ``min_transitions`` (``min_episodes``) of them;
+* every batch and episode return is tagged with the fleet's clock when it arrived (the
+  transitions the watch has taken from all boards before it: the learner's env steps);
+* a board's window is its last ``window_transitions`` transitions and its last
+  ``window_episodes`` returns; it is judged once it has ``min_transitions``
+  (``min_episodes``) of them;
+* the judged boards are compared on one stretch of the run: from the oldest start of
+  their windows (at most ``stretch_steps`` back) to now. Each board's figure is over all its
+  data of that stretch: its mean reward per step, and its median return (while a fleet
+  learns, one long episode among short ones moved an honest board's mean return to a z of
+  4.4 against its fleet). A board starved of credit has a window reaching further back,
+  into weaker policies; the others are then judged on that stretch too, not on their
+  newer data alone;
 * with at least ``min_boards`` judged boards, each figure's robust z-score is
   ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, 1e-3)`` over the judged boards
   not in quarantine; ``|z| > max_z`` on either figure quarantines the board (both ways: a
@@ -25,8 +33,10 @@ to noise. The rule, with ``QuarantineConfig``'s figures:
 * a board with ``min_refused`` refused batches or more, more than ``max_refused_share`` of
   all its batches, is quarantined whatever the fleet's size.
 
-Quarantine is for the rest of the run (resume included: ``state``/``load_state``). Every
-access holds ``_lock``: the ingest thread writes, fleet control and the meter read.
+A board keeps its window and, older than that, what arrived in the last ``stretch_steps``
+of the clock: all boards together hold at most ``stretch_steps`` entries beyond their
+windows. Quarantine is for the rest of the run (resume included: ``state``/``load_state``).
+Every access holds ``_lock``: the ingest thread writes, fleet control and the meter read.
 """
 
 from __future__ import annotations
@@ -34,8 +44,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -45,18 +56,118 @@ log = logging.getLogger(__name__)
 
 Z_SCALE = 0.6745  # the normal's 75th percentile: a MAD-based z matches a std-based one
 MIN_SCALE = 1e-3
+SPAN_SPREAD = 1.2533  # √(π/2): a median's spread over its draws', the MAD's scale of noise
+T = TypeVar("T")
 
 
-def robust_z(values: Mapping[str, float], mad_floor: float) -> dict[str, float]:
+def robust_z(values: Mapping[str, float], mad_floor: float, noise: float = 0.0) -> dict[str, float]:
     """Each value's robust z-score against the median and MAD of all of them; the MAD is at
-    least ``mad_floor`` × |median| and 1e-3, so that near-equal values give small scores."""
+    least ``mad_floor`` × |median|, ``noise`` (what the values' own noise would make it) and
+    1e-3, so that near-equal values give small scores."""
     if not values:
         return {}
     xs = np.fromiter(values.values(), float, len(values))
     median = float(np.median(xs))
     mad = float(np.median(np.abs(xs - median)))
-    scale = max(mad, mad_floor * abs(median), MIN_SCALE)
+    scale = max(mad, mad_floor * abs(median), noise, MIN_SCALE)
     return {k: Z_SCALE * (v - median) / scale for k, v in values.items()}
+
+
+def mean_of_batches(batches: Sequence[tuple[int, float]]) -> float:
+    """The mean reward per step of (transitions, sum of rewards) batches."""
+    return sum(s for _, s in batches) / max(1, sum(n for n, _ in batches))
+
+
+def median_of(values: Sequence[float]) -> float:
+    return float(np.median(values))
+
+
+class Aligned(NamedTuple):
+    """The boards' figures on a common stretch: ``figures`` (what the z-score is of),
+    ``own`` (each board's median over its spans of its figure: what it sent) and ``level``
+    (the fleet's: the median over the spans of the boards' median)."""
+
+    figures: dict[str, float]
+    own: dict[str, float]
+    level: float
+    noise: float  # the MAD the figures' own noise gives an honest fleet (0: one span)
+
+
+NOTHING = Aligned({}, {}, 0.0, 0.0)
+
+
+def aligned_figures(
+    samples: Mapping[str, Iterable[tuple[int, T]]],
+    since: int,
+    now: int,
+    bins: int,
+    figure: Callable[[list[T]], float],
+    min_boards: int,
+) -> Aligned:
+    """Each board's figure on the stretch of the clock from ``since`` to ``now``, span by
+    span against the fleet. The stretch is cut into equal spans, as many as ``bins`` and as
+    few as needed for every board to meet ``min_boards`` boards (itself included) in one of
+    them (one span: each board's figure over the whole stretch). In each such span, a board
+    differs from the fleet by its ``figure`` of the span's (clock, sample)s minus the median
+    of theirs. A board's figure is the fleet's level (the median over the spans of those
+    medians) plus its median difference: a board that sent more in one span than in another
+    weighs no span more than the fleet does.
+
+    ``noise``: how far an honest board's figure strays by chance, from how its differences
+    spread over the spans: 1.2533 × their MAD (the spread of one span's), the median over
+    the boards with two spans or more; not divided by √spans: a median of two to four
+    spans that share the fleet's medians is not that much steadier. With four boards the
+    fleet's MAD alone is itself noise: three boards that agree by chance make a fourth
+    one's ordinary spread look like an outlier (an honest Pendulum run, seed 4, at z 6.5)."""
+    kept = {a: [(c, x) for c, x in entries if c >= since] for a, entries in samples.items()}
+    kept = {a: entries for a, entries in kept.items() if entries}
+    for k in range(bins, 0, -1):
+        aligned = _span_figures(kept, since, now, k, figure, min_boards)
+        if len(aligned.figures) == len(kept):
+            return aligned
+    return NOTHING
+
+
+def _span_figures(
+    samples: Mapping[str, list[tuple[int, T]]],
+    since: int,
+    now: int,
+    bins: int,
+    figure: Callable[[list[T]], float],
+    min_boards: int,
+) -> Aligned:
+    """``aligned_figures`` with the stretch cut into ``bins`` spans."""
+    width = max(1, now - since)
+    spans: dict[int, dict[str, list[T]]] = {}
+    for actor, entries in samples.items():
+        for clock, x in entries:
+            span = min(bins - 1, (clock - since) * bins // width)
+            spans.setdefault(span, {}).setdefault(actor, []).append(x)
+    levels: list[float] = []
+    diffs: dict[str, list[float]] = {}
+    own: dict[str, list[float]] = {}
+    for boards in spans.values():
+        if len(boards) < min_boards:
+            continue
+        figures = {a: figure(xs) for a, xs in boards.items()}
+        levels.append(median_of(list(figures.values())))
+        for actor, f in figures.items():
+            diffs.setdefault(actor, []).append(f - levels[-1])
+            own.setdefault(actor, []).append(f)
+    if not levels:
+        return NOTHING
+    level = median_of(levels)
+    spreads = [
+        SPAN_SPREAD * median_of(np.abs(np.subtract(d, median_of(d))))
+        for d in diffs.values()
+        if len(d) > 1
+    ]
+    return Aligned(
+        {a: level + median_of(d) for a, d in diffs.items()},
+        {a: median_of(f) for a, f in own.items()},
+        level,
+        median_of(spreads) if spreads else 0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -66,11 +177,12 @@ class Verdict:
 
     actor: str
     rule: str
-    value: float  # the board's figure
-    fleet: float  # the fleet's median (for ``refused``: the threshold)
-    z: float  # robust z-score (for ``refused``: 0)
+    value: float  # the board's figure over the stretch (its median over the spans)
+    fleet: float  # the fleet's level over the stretch (for ``refused``: the threshold)
+    z: float  # robust z-score of its aligned figure (for ``refused``: 0)
     env_steps: int  # of the run, when it was quarantined
     rows_evicted: int = 0
+    since: int = 0  # the env step the compared stretch began at (``value`` is over it)
 
 
 @dataclass(frozen=True)
@@ -97,39 +209,76 @@ class QuarantineStats:
 
 
 class _Board:
-    """A board's windows: (n, sum, sum of squares) per batch, and its recent returns."""
+    """A board's data by the clock it arrived at: (clock, n, sum, sum of squares) per batch
+    and (clock, return) per episode, oldest first; its window and what is newer than the
+    stretch's limit."""
 
-    def __init__(self, window_episodes: int) -> None:
-        self.batches: deque[tuple[int, float, float]] = deque()
-        self.n = 0
-        self.sum = 0.0
-        self.sumsq = 0.0
-        self.returns: deque[float] = deque(maxlen=window_episodes)
+    def __init__(self, window_transitions: int, window_episodes: int) -> None:
+        self.window_transitions = window_transitions
+        self.window_episodes = window_episodes
+        self.batches: deque[tuple[int, int, float, float]] = deque()
+        self.kept = 0  # transitions in ``batches``
+        self.returns: deque[tuple[int, float]] = deque()
         self.transitions = 0
         self.taken = 0
         self.refused = 0
         self.peak_z = 0.0
 
-    def add(self, reward: np.ndarray, window: int) -> None:
+    def add(self, clock: int, reward: np.ndarray, returns: Iterable[float]) -> None:
         r = reward.astype(np.float64)
-        entry = (len(r), float(r.sum()), float(np.square(r).sum()))
-        self.batches.append(entry)
-        self.n, self.sum, self.sumsq = self.n + entry[0], self.sum + entry[1], self.sumsq + entry[2]
-        while len(self.batches) > 1 and self.n - self.batches[0][0] >= window:
-            n, s, q = self.batches.popleft()
-            self.n, self.sum, self.sumsq = self.n - n, self.sum - s, self.sumsq - q
-        self.transitions += entry[0]
+        self.batches.append((clock, len(r), float(r.sum()), float(np.square(r).sum())))
+        self.kept += len(r)
+        self.returns.extend((clock, float(x)) for x in returns)
+        self.transitions += len(r)
         self.taken += 1
 
+    def expire(self, before: int) -> None:
+        """Drop the entries that arrived before ``before`` and are outside the window."""
+        while self.batches and self.batches[0][0] < before:
+            if self.kept - self.batches[0][1] < self.window_transitions:
+                break
+            self.kept -= self.batches.popleft()[1]
+        while len(self.returns) > self.window_episodes and self.returns[0][0] < before:
+            self.returns.popleft()
+
+    def window(self) -> tuple[int, int]:
+        """(transitions, clock it starts at) of the reward window: the newest batches that
+        hold ``window_transitions`` (all of them if fewer)."""
+        n, start = 0, 0
+        for clock, k, _, _ in reversed(self.batches):
+            n, start = n + k, clock
+            if n >= self.window_transitions:
+                break
+        return n, start
+
+    def recent_returns(self) -> list[tuple[int, float]]:
+        return list(self.returns)[-self.window_episodes :]
+
+    def rewards_since(self, since: int) -> tuple[int, float, float]:
+        """(n, sum, sum of squares) of the rewards that arrived at ``since`` or later."""
+        n, total, sq = 0, 0.0, 0.0
+        for clock, k, s, q in reversed(self.batches):
+            if clock < since:
+                break
+            n, total, sq = n + k, total + s, sq + q
+        return n, total, sq
+
+    def batch_sums(self) -> list[tuple[int, tuple[int, float]]]:
+        """(clock, (transitions, sum of rewards)) per batch kept."""
+        return [(clock, (n, s)) for clock, n, s, _ in self.batches]
+
     def figures(self) -> BoardFigures:
-        mean = self.sum / self.n if self.n else None
-        std = max(0.0, self.sumsq / self.n - mean**2) ** 0.5 if mean is not None else None
-        rets = np.array(self.returns, float)
+        """The board's own window (the summary's figures)."""
+        _, start = self.window()
+        n, total, sq = self.rewards_since(start) if self.batches else (0, 0.0, 0.0)
+        mean = total / n if n else None
+        std = max(0.0, sq / n - mean**2) ** 0.5 if mean is not None else None
+        rets = np.array([r for _, r in self.recent_returns()], float)
         return BoardFigures(
             self.transitions,
             self.taken,
             self.refused,
-            self.n,
+            n,
             mean,
             std,
             len(rets),
@@ -142,18 +291,22 @@ class _Board:
     def state(self) -> dict:
         return {
             "batches": [list(b) for b in self.batches],
-            "returns": list(self.returns),
+            "returns": [list(r) for r in self.returns],
             "counts": [self.transitions, self.taken, self.refused],
             "peak_z": self.peak_z,
         }
 
     @classmethod
-    def from_state(cls, state: Mapping, window_episodes: int) -> _Board:
-        board = cls(window_episodes)
-        for n, s, q in state["batches"]:
-            board.batches.append((int(n), float(s), float(q)))
-            board.n, board.sum, board.sumsq = board.n + int(n), board.sum + s, board.sumsq + q
-        board.returns.extend(float(r) for r in state["returns"])
+    def from_state(cls, state: Mapping, window_transitions: int, window_episodes: int) -> _Board:
+        board = cls(window_transitions, window_episodes)
+        # A checkpoint without clocks (batches of three, bare returns): all at clock 0.
+        for entry in state["batches"]:
+            clock, n, s, q = entry if len(entry) == 4 else (0, *entry)
+            board.batches.append((int(clock), int(n), float(s), float(q)))
+            board.kept += int(n)
+        for entry in state["returns"]:
+            clock, r = entry if isinstance(entry, list | tuple) else (0, entry)
+            board.returns.append((int(clock), float(r)))
         board.transitions, board.taken, board.refused = (int(c) for c in state["counts"])
         board.peak_z = float(state.get("peak_z", 0.0))
         return board
@@ -170,6 +323,7 @@ class BoardWatch:
         self._boards: dict[str, _Board] = {}
         self._quarantined: dict[str, Verdict] = {}
         self._last_judged: float | None = None
+        self._clock = 0  # transitions taken from all boards: the run's env steps
 
     # --- ingest thread -----------------------------------------------------------------
 
@@ -177,10 +331,10 @@ class BoardWatch:
         """A batch of ``actor`` went into replay; ``returns`` of the episodes it ended."""
         with self._lock:
             board = self._board(actor)
-            if board is None:
-                return
-            board.add(reward, self.cfg.window_transitions)
-            board.returns.extend(returns)
+            if board is not None:
+                board.add(self._clock, reward, returns)
+                board.expire(self._clock - self.cfg.stretch_steps)
+            self._clock += len(reward)
 
     def refused(self, actor: str | None) -> None:
         """A batch on ``actor``'s topic was refused (by a reason the board is to blame for)."""
@@ -206,13 +360,15 @@ class BoardWatch:
         for v in found:
             log.warning(
                 "board %s quarantined at %d env steps: its %s %.4g is off the fleet's %.4g "
-                "(z %.1f); its credit stops and its data is refused",
+                "(z %.1f, over the data since env step %d); its credit stops and its data "
+                "is refused",
                 v.actor,
                 v.env_steps,
                 v.rule,
                 v.value,
                 v.fleet,
                 v.z,
+                v.since,
             )
         return found
 
@@ -244,39 +400,72 @@ class BoardWatch:
     def _verdicts(self, env_steps: int) -> list[Verdict]:
         cfg = self.cfg
         found: dict[str, Verdict] = {}
-        free = {a: b.figures() for a, b in self._boards.items() if a not in self._quarantined}
-        for actor, f in free.items():
-            batches = f.batches + f.refused
-            if f.refused >= cfg.min_refused and f.refused > cfg.max_refused_share * batches:
-                share = f.refused / batches
+        free = {a: b for a, b in self._boards.items() if a not in self._quarantined}
+        for actor, board in free.items():
+            board.expire(self._clock - cfg.stretch_steps)
+            batches = board.taken + board.refused
+            if board.refused >= cfg.min_refused and board.refused > cfg.max_refused_share * batches:
+                share = board.refused / batches
                 found[actor] = Verdict(
                     actor, "refused", share, cfg.max_refused_share, 0.0, env_steps
                 )
-        rewards = {
-            a: f.mean_reward
-            for a, f in free.items()
-            if f.window >= cfg.min_transitions and f.mean_reward is not None
-        }
-        returns = {
-            a: f.median_return
-            for a, f in free.items()
-            if f.returns >= cfg.min_episodes and f.median_return is not None
-        }
-        for rule, values in (("reward", rewards), ("return", returns)):
-            if len(values) < cfg.min_boards:
+        for rule, (since, aligned) in (
+            ("reward", self._mean_rewards(free)),
+            ("return", self._median_returns(free)),
+        ):
+            if len(aligned.figures) < cfg.min_boards:
                 continue
-            median = float(np.median(list(values.values())))
-            for actor, z in robust_z(values, cfg.mad_floor).items():
+            for actor, z in robust_z(aligned.figures, cfg.mad_floor, aligned.noise).items():
                 board = self._boards[actor]
                 board.peak_z = max(board.peak_z, abs(z))
                 if abs(z) > cfg.max_z and actor not in found:
-                    found[actor] = Verdict(actor, rule, values[actor], median, z, env_steps)
+                    value = aligned.own[actor]
+                    v = Verdict(actor, rule, value, aligned.level, z, env_steps, since=since)
+                    found[actor] = v
         return list(found.values())
+
+    def _stretch(self, starts: Iterable[int]) -> int:
+        """Where the compared stretch begins: the oldest of the judged boards' window
+        starts, at most ``stretch_steps`` back."""
+        return max(min(starts), self._clock - self.cfg.stretch_steps)
+
+    def _mean_rewards(self, boards: Mapping[str, _Board]) -> tuple[int, Aligned]:
+        """Each judged board's mean reward per step over the common stretch."""
+        windows = {a: b.window() for a, b in boards.items()}
+        judged = [a for a, w in windows.items() if w[0] >= self.cfg.min_transitions]
+        if not judged:
+            return 0, NOTHING
+        since = self._stretch(windows[a][1] for a in judged)
+        samples = {a: boards[a].batch_sums() for a in judged}
+        return since, self._aligned(samples, since, mean_of_batches)
+
+    def _median_returns(self, boards: Mapping[str, _Board]) -> tuple[int, Aligned]:
+        """Each judged board's median return over the common stretch."""
+        windows = {a: b.recent_returns() for a, b in boards.items()}
+        judged = [a for a, w in windows.items() if len(w) >= self.cfg.min_episodes]
+        if not judged:
+            return 0, NOTHING
+        since = self._stretch(windows[a][0][0] for a in judged)
+        samples = {a: list(boards[a].returns) for a in judged}
+        return since, self._aligned(samples, since, median_of)
+
+    def _aligned(
+        self,
+        samples: Mapping[str, Iterable[tuple[int, T]]],
+        since: int,
+        figure: Callable[[list[T]], float],
+    ) -> Aligned:
+        cfg = self.cfg
+        return aligned_figures(
+            samples, since, self._clock, cfg.stretch_bins, figure, cfg.min_boards
+        )
 
     def _board(self, actor: str) -> _Board | None:  # holds _lock
         board = self._boards.get(actor)
         if board is None and len(self._boards) < self.max_boards:
-            board = self._boards[actor] = _Board(self.cfg.window_episodes)
+            cfg = self.cfg
+            board = _Board(cfg.window_transitions, cfg.window_episodes)
+            self._boards[actor] = board
         return board
 
     # --- durable runs: the checkpoint's "quarantine" part ------------------------------
@@ -284,14 +473,18 @@ class BoardWatch:
     def state(self) -> dict:
         with self._lock:
             return {
+                "clock": self._clock,
                 "boards": {a: b.state() for a, b in self._boards.items()},
                 "quarantined": {a: asdict(v) for a, v in self._quarantined.items()},
             }
 
     def load_state(self, state: Mapping) -> None:
         with self._lock:
+            cfg = self.cfg
+            default = sum(int(b["counts"][0]) for b in state["boards"].values())
+            self._clock = int(state.get("clock", default))
             self._boards = {
-                a: _Board.from_state(b, self.cfg.window_episodes)
+                a: _Board.from_state(b, cfg.window_transitions, cfg.window_episodes)
                 for a, b in state["boards"].items()
             }
             self._quarantined = {a: Verdict(**v) for a, v in state["quarantined"].items()}

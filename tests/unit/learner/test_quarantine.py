@@ -52,38 +52,141 @@ CASES = [  # (name, each board's mean reward per step, who is quarantined)
 ]
 
 
+SHIPPED = QuarantineConfig()
+
+
+@pytest.mark.parametrize("rule", [RULE, SHIPPED], ids=["floor 0.1, max_z 5", "shipped"])
 @pytest.mark.parametrize(("name", "means", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_a_board_whose_mean_reward_is_far_off_the_fleets_is_quarantined(name, means, expected):
-    watch = BoardWatch(RULE)
+def test_a_board_whose_mean_reward_is_far_off_the_fleets_is_quarantined(
+    rule, name, means, expected
+):
+    watch = BoardWatch(rule)
     for actor, mean in means.items():
-        feed(watch, actor, mean)
+        feed(watch, actor, mean, n=rule.window_transitions)
     verdicts = watch.judge(env_steps=800, now=0.0)
     assert {v.actor for v in verdicts} == expected
-    assert all(v.rule == "reward" and abs(v.z) > RULE.max_z for v in verdicts)
+    assert all(v.rule == "reward" and abs(v.z) > rule.max_z for v in verdicts)
     assert set(watch.quarantined()) == expected
     assert all(watch.is_quarantined(a) == (a in expected) for a in means)
 
 
-SHIPPED = QuarantineConfig()
+def play(watch: BoardWatch, phases: list[dict[str, tuple[int, float, int]]]) -> None:
+    """A run in phases (the fleet's policy improving from one to the next); in each phase,
+    each board's (episodes, return, steps per episode), sent one episode a round, the boards
+    taking turns (the watch's clock advances with every batch)."""
+    for phase in phases:
+        for i in range(max(episodes for episodes, _, _ in phase.values())):
+            for actor, (episodes, ret, steps) in phase.items():
+                if i < episodes:
+                    feed(watch, actor, 1.0, n=steps, returns=[ret])
+
+
+# A loaded honest CartPole run (seed 1, docs/security.md): sim-01 was starved less, so its
+# last 20 episodes all came from the better policies (72) while the other boards' reached
+# back to the weak ones (~30). On its own window sim-01's z was 7.5 at floor 0.1.
+STAGGERED = [
+    {"sim-01": (20, 30.0, 30), "sim-02": (15, 30.0, 30), "sim-03": (15, 33.0, 33)}
+    | {"sim-00": (15, 35.0, 35)},
+    {"sim-01": (20, 72.0, 72), "sim-02": (5, 72.0, 72), "sim-03": (5, 72.0, 72)}
+    | {"sim-00": (5, 72.0, 72)},
+]
+# A board starved since the early, weak policies (returns 20) while the others went on to
+# returns of 300: its window holds only old episodes.
+STARVED = [
+    {"a": (30, 20.0, 20), "b": (30, 20.0, 20), "c": (30, 20.0, 20), "starved": (10, 20.0, 20)},
+    {"a": (20, 300.0, 300), "b": (20, 300.0, 300), "c": (20, 300.0, 300)},
+]
+# A board whose pole never falls (200-step episodes) in the staggered fleet.
+OUTLIER = [
+    STAGGERED[0] | {"evil": (20, 200.0, 200)},
+    STAGGERED[1] | {"evil": (5, 200.0, 200)},
+]
+
+
+@pytest.mark.parametrize(
+    ("phases", "expected"),
+    [(STAGGERED, set()), (STARVED, set()), (OUTLIER, {"evil"})],
+    ids=["one board less starved", "one board starved", "an outlier"],
+)
+def test_boards_are_compared_on_the_same_stretch_of_the_run(phases, expected):
+    """The shipped rule: a board judged on its own window alone is an outlier in the first
+    two fleets (z 7.5 and 6.3); on the stretch the other boards' windows span, it is not."""
+    watch = BoardWatch(SHIPPED)
+    play(watch, phases)
+    assert {v.actor for v in watch.judge(0, now=0.0)} == expected
+    assert all(b.peak_z < SHIPPED.max_z for a, b in watch.stats().boards.items() if a != "evil")
 
 
 @pytest.mark.parametrize(
     ("medians", "expected"),
     [
-        # A loaded honest CartPole run (seed 1): a board whose window held newer episodes.
         ({"sim-00": 102.0, "sim-01": 72.0, "sim-02": 24.0, "sim-03": 26.0}, set()),
-        ({"sim-01": 72.0, "sim-02": 30.0, "sim-03": 33.0, "sim-00": 35.0}, set()),
         # A board whose pole never falls (200-step episodes) in a fleet returning ~20.
         ({"a": 24.0, "b": 19.0, "c": 22.0, "evil": 200.0}, {"evil"}),
     ],
 )
-def test_the_shipped_floor_keeps_a_staggered_honest_fleet_and_catches_a_gross_outlier(
+def test_the_shipped_rule_keeps_a_spread_honest_fleet_and_catches_a_gross_outlier(
     medians, expected
 ):
     watch = BoardWatch(SHIPPED)
     for actor, median in medians.items():
         feed(watch, actor, 1.0, n=SHIPPED.min_transitions, returns=[median] * 5)
     assert {v.actor for v in watch.judge(0, now=0.0)} == expected
+
+
+def test_the_stretch_reaches_back_at_most_stretch_steps():
+    """A board whose data is older than ``stretch_steps`` is not judged: the fleet has
+    moved on and its figures say nothing of the present."""
+    rule = dataclasses.replace(SHIPPED, stretch_steps=5_000)
+    watch = BoardWatch(rule)
+    play(watch, [{"a": (10, 20.0, 20), "b": (10, 20.0, 20), "c": (10, 20.0, 20)}])
+    play(watch, [{"old": (5, 20.0, 20)}])
+    play(watch, [{"a": (10, 300.0, 300), "b": (10, 300.0, 300), "c": (10, 300.0, 300)}])
+    assert watch.judge(0, now=0.0) == []
+    assert "old" in watch.stats().boards and watch.stats().boards["old"].peak_z == 0.0
+    # Judged on their stretch alone (the last 5,000 env steps), a, b and c agree.
+    assert all(watch.stats().boards[a].peak_z < 1 for a in "abc")
+
+
+def pendulum_like(seed: int, episode_mean, attacker: bool, steps: int = 20_000) -> BoardWatch:
+    """Four honest boards taking turns with 20-transition batches of 200-step episodes, each
+    episode's mean reward drawn by ``episode_mean``; the shipped rule applied after every
+    round. ``attacker``: a fifth board whose every reward is 0 (the bound's edge)."""
+    rng = np.random.default_rng(seed)
+    watch = BoardWatch(SHIPPED, every_s=0.0)
+    actors = ["h0", "h1", "h2", "h3"] + (["evil"] if attacker else [])
+    mean = {a: episode_mean(rng) for a in actors}
+    for t in range(0, steps, 20 * len(actors)):
+        for actor in actors:
+            reward = np.zeros(20) if actor == "evil" else rng.normal(mean[actor], 0.5, 20)
+            done = (t // len(actors)) % 200 == 180
+            returns = [mean[actor] * 200] if done else []
+            if done:
+                mean[actor] = episode_mean(rng)
+            watch.accepted(actor, reward.astype(np.float32), returns)
+        watch.judge(t, now=float(t))
+    return watch
+
+
+def learned(rng: np.random.Generator) -> float:
+    """A learned Pendulum policy: most episodes balance (-0.6 a step), some swing long."""
+    return rng.normal(-0.6, 0.3) if rng.random() < 0.7 else rng.normal(-2.5, 1.0)
+
+
+@pytest.mark.parametrize("seed", [1, 3, 4, 6])
+def test_an_honest_fleet_whose_figures_are_noisy_is_not_quarantined(seed):
+    """With four boards, three that agree by chance made the fourth's ordinary spread a z
+    of 7-9 on these seeds (MAD and floor alone); the spans' own spread keeps it below 6."""
+    watch = pendulum_like(seed, learned, attacker=False)
+    assert watch.quarantined() == {}
+    assert max(b.peak_z for b in watch.stats().boards.values()) < SHIPPED.max_z
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_board_at_the_bounds_edge_among_noisy_random_boards_is_quarantined(seed):
+    watch = pendulum_like(seed, lambda rng: rng.normal(-6.0, 1.5), attacker=True)
+    assert set(watch.quarantined()) == {"evil"}
+    assert watch.quarantined()["evil"].rule == "reward"
 
 
 def test_too_few_transitions_are_not_judged():
@@ -165,6 +268,19 @@ def test_boards_are_bounded_and_quarantine_survives_a_resume():
     assert resumed.quarantined() == watch.quarantined()
     assert resumed.quarantined()["evil"].rows_evicted == 200
     assert resumed.stats().boards == watch.stats().boards
+    assert resumed.state() == watch.state()  # the clock and every board's tagged data
+
+
+def test_a_checkpoint_without_clocks_resumes_with_its_data_at_clock_zero():
+    board = {"batches": [[200, -1200.0, 7200.0]], "returns": [-1200.0], "counts": [200, 1, 0]}
+    old = {"boards": {a: board for a in ("a", "b", "c")}, "quarantined": {}}
+    watch = BoardWatch(RULE)
+    watch.load_state(old)
+    assert watch.state()["clock"] == 600
+    assert watch.state()["boards"]["a"]["batches"] == [[0, 200, -1200.0, 7200.0]]
+    assert watch.stats().boards["a"].mean_reward == pytest.approx(-6.0)
+    feed(watch, "evil", 0.0)
+    assert [v.actor for v in watch.judge(0, now=0.0)] == ["evil"]
 
 
 # --- replay: per-row source, eviction ---------------------------------------------------
