@@ -236,11 +236,14 @@ FLOOD_SCRIPT = textwrap.dedent(
 
 
 def _flood_argv(client_ns: str, creds: Path, workdir: Path, user: str, hold: bool) -> list[str]:
+    """The flood script's command line; in namespace ``client_ns``, or this process's when
+    it is empty."""
     script = workdir / "flood.py"
     script.write_text(FLOOD_SCRIPT)
     password = (creds / "boards" / user / "password").read_text().strip()
     args = [str(FLOOD), str(LOGINS), str(creds / "ca.crt"), user, password]
-    argv = ["ip", "netns", "exec", client_ns, sys.executable, str(script), *args]
+    argv = [sys.executable, str(script), *args]
+    argv = ["ip", "netns", "exec", client_ns, *argv] if client_ns else argv
     return [*argv, "hold"] if hold else argv
 
 
@@ -265,8 +268,9 @@ def idle_flood(client_ns: str, creds: Path, workdir: Path, user: str) -> dict:
 
 class HeldFlood:
     """The idle flood of ``idle_flood``, its sockets held open until ``close()``: a run
-    goes on under it. ``result(timeout)`` is its first line (after the logins);
-    ``close()`` returns how many of its sockets were still open at the end."""
+    goes on under it (``client_ns`` "": in this process's namespace). ``result()`` is its
+    first line, after the logins; ``close()`` returns how many of its sockets were still
+    open at the end."""
 
     def __init__(self, client_ns: str, creds: Path, workdir: Path, user: str) -> None:
         self.proc = subprocess.Popen(

@@ -32,24 +32,24 @@ class Progress:
         self._thread.join(5)
 
 
-def flat_stretches(progress: list[tuple[float, int]], until: int) -> list[float]:
-    """How long each stretch lasted in which the count did not grow, before it reached
-    ``until``."""
-    stretches: list[float] = []
-    since, last = None, 0.0
+def flat_stretches(progress: list[tuple[float, int]], until: int) -> list[tuple[int, float]]:
+    """Each stretch in which the count did not grow, before it reached ``until``: the
+    count it stood at and for how long (s)."""
+    stretches: list[tuple[int, float]] = []
+    since, last, at = None, 0.0, 0
     for (t0, n0), (t1, n1) in zip(progress, progress[1:], strict=False):
         if n0 >= until:
             break
         if n1 == n0:
-            since, last = (t0 if since is None else since), t1
+            since, last, at = (t0 if since is None else since), t1, n0
         elif since is not None:
-            stretches.append(last - since)
+            stretches.append((at, last - since))
             since = None
     if since is not None:
-        stretches.append(last - since)
+        stretches.append((at, last - since))
     return stretches
 
 
 def longest_flat_s(progress: list[tuple[float, int]], until: int) -> float:
     """The longest time the count did not grow, before it reached ``until``."""
-    return max(flat_stretches(progress, until), default=0.0)
+    return max((s for _at, s in flat_stretches(progress, until)), default=0.0)
