@@ -196,6 +196,8 @@ def table(results: list[dict]) -> str:
         f"{r['arm']} seed {r['seed']}: {r['attack_error']}" for r in results if "attack_error" in r
     ]
     note = "".join(f"\nattack failed: {e}" for e in errors)
+    if not rows:
+        return "no arm of the table ran" + note
     return (
         f"seeds {', '.join(map(str, seeds))} (a cell is seed {' / '.join(map(str, seeds))})\n\n"
         + md_table(HEADERS, rows)

@@ -19,7 +19,7 @@ STEPS = 4000
 
 @pytest.mark.slow
 @pytest.mark.bench
-@pytest.mark.timeout(700)
+@pytest.mark.timeout(1000)
 def test_attacks_outlier_and_wire_arms(tmp_path, mosquitto_available):
     proc = subprocess.run(
         [
@@ -36,7 +36,7 @@ def test_attacks_outlier_and_wire_arms(tmp_path, mosquitto_available):
         ],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
