@@ -408,9 +408,11 @@ def test_a_compromised_board_holds_at_most_its_grant_and_stalls_no_one(
     assert summary["status_over_credit"] >= 1  # the 2^53-1 status: refused, not credit
     assert summary["actor_sessions_refused"] == 1  # the twin
     assert result["share"] == 0 or result["share"] <= log["grant"]
-    # No stall: the fleet never stood still for long after the attack.
-    assert longest_flat_s(progress, cfg.total_env_steps) < 3 * cfg.credit_timeout_s
-    print("compromised board:", result, "flat", longest_flat_s(progress, BUDGET))
+    # No stall: the fleet never stood still for long once it stepped (the actor processes'
+    # start-up before the first step is not one: ~20 s on a loaded host).
+    stepping = [p for p in progress if p[1] > 0]
+    assert longest_flat_s(stepping, cfg.total_env_steps) < 3 * cfg.credit_timeout_s
+    print("compromised board:", result, "flat", longest_flat_s(stepping, BUDGET))
 
 
 def test_every_reason_ingest_refuses_by_is_in_the_protocols_table():
