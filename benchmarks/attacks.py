@@ -101,6 +101,12 @@ def _stranger(r: dict) -> str:
     return f"broker ACL: {reached} reached the learner"
 
 
+def _resumed(r: dict) -> str:
+    killed, resumed = r["killed_at"], r["resumed_from_env_steps"]
+    where = f"killed at {killed:,}, resumed at {resumed:,}"
+    return f"status_over_credit {r['status_over_credit']} ({where})"
+
+
 def _flood(r: dict) -> str:
     f = r.get("flood", {})
     return f"nft: {f.get('flood_opened', '?')} of 1,100 opened"
@@ -127,7 +133,7 @@ ROWS = [  # (attack, arm, refused-by cell, whose share)
     (
         "(b) the same, across a SIGKILL of the learner and --resume",
         "stall-resume",
-        _counter("status_over_credit"),
+        _resumed,
         INTRUDER,
     ),
     (
@@ -191,7 +197,8 @@ def table(results: list[dict]) -> str:
     clean = [by[("clean", s)] for s in seeds if ("clean", s) in by]
     if clean:
         yes = _each(clean, lambda r: "yes" if r["env_steps"] == r["budget"] else "no")
-        rows.append(["none", "clean", "-", "-", yes, _each(clean, _ret), "", "", "-", "-"])
+        stalled = _each(clean, _stalls)
+        rows.append(["none", "clean", "-", "-", yes, _each(clean, _ret), "", stalled, "-", "-"])
     errors = [
         f"{r['arm']} seed {r['seed']}: {r['attack_error']}" for r in results if "attack_error" in r
     ]
