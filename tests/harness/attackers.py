@@ -5,6 +5,11 @@ benchmarks/attacks.py.
     board.start()      # announces itself, then sends within each credit grant it gets
     board.stop()
 
+    evil = CompromisedBoard(url, login, topics, run_id)   # login: user -> BrokerAuth
+    evil.announce()    # a status like a board's: it is granted credit
+    evil.play(grant)   # every game a board's password allows, once
+    evil.extras(grant) # rewards of 1e6 on a truncated episode, a status stall of its own
+
 ``PerfectBoard`` plays by every rule ingest checks (its run id, its own topic, inside the
 observation space, CartPole's reward of exactly 1, within its grant) and sends data no
 honest board of the fleet sends: the pole never falls, every episode is truncated at
@@ -15,6 +20,7 @@ against the fleet's) tells it apart.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -25,6 +31,35 @@ from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import decode_credit, encode_status
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
+
+MAX_SEQ = 2**53 - 1  # the largest count a status or a seq may hold
+
+
+def cartpole_batch(
+    actor: str = "pi",
+    session: int = 7,
+    seq: int = 0,
+    n: int = 4,
+    reward: float = 1.0,
+    obs: float = 0.0,
+    run_id: str = "",
+) -> TransitionBatch:
+    """``n`` CartPole transitions, every observation ``obs``, the last one truncated (so the
+    episode's return, ``n * reward``, counts when the batch is taken)."""
+    o = np.full((n, 4), obs, np.float32)
+    return TransitionBatch(
+        actor,
+        session,
+        seq,
+        0,
+        o,
+        np.zeros(n, np.int64),
+        np.full(n, reward, np.float32),
+        o,
+        np.zeros(n, bool),
+        np.arange(n) == n - 1,
+        run_id=run_id,
+    )
 
 
 class PerfectBoard:
@@ -109,3 +144,82 @@ class PerfectBoard:
         self._stop.set()
         self._thread.join(5)
         self.t.stop()
+
+
+class CompromisedBoard:
+    """The process of a board whose password the attacker holds: it announces itself (so
+    it is granted credit), then plays every game its credentials allow inside its own
+    namespace, and a second session under a live honest id with that board's password.
+    ``login(user)`` gives any board's credentials (the attacker holds both passwords)."""
+
+    def __init__(
+        self,
+        url: str,
+        login: Callable[[str], BrokerAuth | None],
+        topics: Topics,
+        run_id: str,
+        actor: str = "intruder",
+        twin_of: str = "sim-01",
+    ) -> None:
+        self.url, self.login, self.topics, self.run_id = url, login, topics, run_id
+        self.actor, self.twin_of = actor, twin_of
+        self.session = 4242
+        self.own = MqttTransport(url, f"actor-{actor}", auth=login(actor))
+        self.own.start()
+        if not self.own.wait_connected(15):
+            raise ConnectionError(f"{actor}: cannot reach the broker at {url}")
+
+    def announce(self) -> None:
+        status = ActorStatus(self.actor, "running", run_id=self.run_id, session=self.session)
+        self.status(status)
+
+    def status(self, status: ActorStatus) -> None:
+        topic = self.topics.status(self.actor)
+        if not self.own.publish(topic, encode_status(status), retain=True, wait=5):
+            raise ConnectionError(f"{self.actor}: status not acknowledged")
+
+    def send(self, b: TransitionBatch, transport: MqttTransport | None = None) -> None:
+        t = transport or self.own
+        if not t.publish(self.topics.transitions(b.actor_id), encode_transitions(b), wait=5):
+            raise ConnectionError(f"{b.actor_id}: batch not acknowledged")
+
+    def mine(self, seq: int, n: int, reward: float = 1.0) -> TransitionBatch:
+        return cartpole_batch(self.actor, self.session, seq, n, reward, run_id=self.run_id)
+
+    def play(self, grant: int) -> None:
+        small = max(1, min(16, grant // 4))
+        self.send(self.mine(0, small))  # within its grant: taken
+        self.send(self.mine(1, 19_000, reward=1e6))  # replay takeover, +-1e6
+        self.send(self.mine(2, grant + 1))  # plausible, more than granted
+        self.send(self.mine(MAX_SEQ, 1))  # sequence games
+        old = cartpole_batch(self.actor, self.session - 1, 0, small, run_id=self.run_id)
+        self.send(old)  # an old session of its id
+        self.status(
+            ActorStatus(
+                self.actor, "running", run_id=self.run_id, session=self.session, env_steps=MAX_SEQ
+            )
+        )
+        self.second_session_under(self.twin_of, small)
+
+    def extras(self, grant: int) -> None:
+        """A short episode of rewards of 1e6, truncated (its return would drive the
+        exploration schedule and the live view), at the next seq."""
+        self.send(self.mine(3, max(1, min(16, grant // 4)), reward=1e6))
+
+    def second_session_under(self, actor: str, n: int) -> None:
+        """With ``actor``'s password: the broker hands the connection over (one client id
+        per username), so the twin says its piece and leaves."""
+        twin = MqttTransport(self.url, f"actor-{actor}", auth=self.login(actor))
+        twin.start()
+        try:
+            if not twin.wait_connected(15):
+                raise ConnectionError(f"{actor}'s twin: cannot reach the broker")
+            status = ActorStatus(actor, "running", run_id=self.run_id, session=99)
+            if not twin.publish(self.topics.status(actor), encode_status(status), wait=5):
+                raise ConnectionError(f"{actor}'s twin: status not acknowledged")
+            self.send(cartpole_batch(actor, 99, 0, n, run_id=self.run_id), twin)
+        finally:
+            twin.stop()
+
+    def stop(self) -> None:
+        self.own.stop()

@@ -1,9 +1,12 @@
-"""benchmarks/attacks.py at a tiny budget, the attacked arm only: the outlying board is
-quarantined, none of its rows is left in replay, and the run reaches its budget (the clean
-arm and the deployed returns side by side take minutes: docs/security.md)."""
+"""benchmarks/attacks.py at a tiny budget, the outlier and wire arms: the outlying board is
+quarantined (or holds a share, not all), the wire attacks are each refused and counted, the
+attacker holds no more than its grant, and each run reaches its budget without a stall
+(the clean arm, the deploy arm and the deployed returns side by side take minutes:
+docs/security.md)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -11,11 +14,13 @@ import pytest
 
 from tests.harness.paths import REPO
 
+STEPS = 4000
+
 
 @pytest.mark.slow
 @pytest.mark.bench
-@pytest.mark.timeout(700)
-def test_attacks_outlier_arm(tmp_path, mosquitto_available):
+@pytest.mark.timeout(1000)
+def test_attacks_outlier_and_wire_arms(tmp_path, mosquitto_available):
     proc = subprocess.run(
         [
             sys.executable,
@@ -23,28 +28,48 @@ def test_attacks_outlier_arm(tmp_path, mosquitto_available):
             "--seeds",
             "1",
             "--steps",
-            "4000",
+            str(STEPS),
             "--arms",
-            "outlier",
+            "outlier,wire",
             "--out",
             str(tmp_path),
         ],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("|")]
-    (row,) = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
-    seed, arm, steps, ret, rows, quarantined, _wall = row
-    assert (seed, arm, steps) == ("1", "outlier", "4,000")
+    results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    outlier, wire = results
+    assert (outlier["seed"], outlier["arm"], outlier["env_steps"]) == (1, "outlier", STEPS)
     # At 4,000 steps the outlier (200-step episodes, a quarter of the credit at most) may
     # not finish the 5 episodes the rule needs before the budget: the table must say
     # which. Detection itself: tests/e2e/security/test_quarantine_run.py.
-    left = int(rows.replace(",", ""))
-    if quarantined.startswith("at "):
+    left = outlier["replay_rows"].get("outlier", 0)
+    if outlier["quarantined"]:
+        assert set(outlier["quarantined"]) == {"outlier"}
         assert left == 0  # every row of a quarantined board evicted
     else:
-        assert quarantined == "-" and 0 < left < 4_000  # a share of the run, not all of it
-    assert float(ret.split(" ± ")[0]) >= 0
+        assert 0 < left < STEPS  # a share of the run, not all of it
+    assert outlier["return"] >= 0
+
+    assert (wire["arm"], wire["env_steps"], wire["budget"]) == ("wire", STEPS, STEPS)
+    assert "attack_error" not in wire and wire["counted"], wire
+    assert wire["rejected"]["implausible_reward"] == 2  # 19,000 of 1e6; (g)'s truncated 1e6
+    assert wire["rejected"]["over_credit"] == 2  # grant + 1; seq 2^53-1
+    assert wire["rejected"]["not_owner"] == 2  # the old session; the twin under sim-01
+    assert wire["status_over_credit"] >= 1 and wire["actor_sessions_refused"] == 1
+    assert 0 < wire["taken_by_actor"]["intruder"] <= wire["granted"]["intruder"]
+    assert wire["stalls"] == [] and wire["return"] >= 0
+
+    # One row an attack, the arm's figures in it.
+    rows = [x for x in proc.stdout.splitlines() if x.startswith("| (")]
+    assert [r.split("|")[1].strip()[:3] for r in rows] == ["(a)"] * 2 + [
+        "(b)",
+        "(c)",
+        "(g)",
+        "(h)",
+    ]
+    quarantined = rows[-1].split("|")[3]
+    assert ("quarantine at" in quarantined) == bool(outlier["quarantined"])

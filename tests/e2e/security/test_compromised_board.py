@@ -11,6 +11,7 @@ attacker holding a board's own password.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import threading
@@ -34,34 +35,21 @@ from edge_rl.learner.node import LearnerNode
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.sim.fleet import Fleet
 from edge_rl.specs import EnvSpec
-from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
-from edge_rl.types import ActorStatus, TransitionBatch
+from edge_rl.transport.mqtt import mqtt_connect
+from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import encode_status
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
+from tests.harness.attackers import MAX_SEQ, CompromisedBoard, cartpole_batch
 from tests.harness.paths import REPO
+from tests.harness.stalls import longest_flat_s
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 TOPICS = Topics("edge-rl", "compromised")
 RID = "5f0c2a9e71b3d846"
-MAX_SEQ = 2**53 - 1
 
 
-def batch(actor="pi", session=7, seq=0, n=4, reward=1.0, obs=0.0, run_id=RID) -> TransitionBatch:
-    o = np.full((n, 4), obs, np.float32)
-    return TransitionBatch(
-        actor,
-        session,
-        seq,
-        0,
-        o,
-        np.zeros(n, np.int64),
-        np.full(n, reward, np.float32),
-        o,
-        np.zeros(n, bool),
-        np.arange(n) == n - 1,  # truncated at its end: an episode's return counts
-        run_id=run_id,
-    )
+batch = functools.partial(cartpole_batch, run_id=RID)
 
 
 CARTPOLE_BOUNDS = Bounds(
@@ -321,60 +309,6 @@ def real_config(run: str) -> RunConfig:
     )
 
 
-class Attacker:
-    """The compromised board's process: announces itself (so it is granted credit), then
-    plays every game its credentials allow inside its own namespace, and a second session
-    under a live honest id with that board's password."""
-
-    def __init__(self, broker, topics: Topics, run_id: str) -> None:
-        self.broker, self.topics, self.run_id = broker, topics, run_id
-        self.session = 4242
-        self.own = MqttTransport(broker.url, f"actor-{INTRUDER}", auth=broker.auth(INTRUDER))
-        self.own.start()
-        assert self.own.wait_connected(15)
-
-    def announce(self) -> None:
-        status = ActorStatus(INTRUDER, "running", run_id=self.run_id, session=self.session)
-        topic = self.topics.status(INTRUDER)
-        assert self.own.publish(topic, encode_status(status), retain=True, wait=5)
-
-    def send(self, b: TransitionBatch, transport=None, actor=INTRUDER) -> None:
-        t = transport or self.own
-        assert t.publish(self.topics.transitions(actor), encode_transitions(b), wait=5)
-
-    def play(self, grant: int) -> None:
-        mine = dict(actor=INTRUDER, session=self.session, run_id=self.run_id)
-        small = max(1, min(16, grant // 4))
-        self.send(batch(**mine, seq=0, n=small))  # within its grant: taken
-        self.send(batch(**mine, seq=1, n=19_000, reward=1e6))  # replay takeover, +-1e6
-        self.send(batch(**mine, seq=2, n=grant + 1))  # plausible, more than granted
-        self.send(batch(**mine, seq=MAX_SEQ, n=1))  # sequence games
-        self.send(batch(INTRUDER, 4241, 0, n=small, run_id=self.run_id))  # an old session
-        stall = ActorStatus(
-            INTRUDER, "running", run_id=self.run_id, session=self.session, env_steps=MAX_SEQ
-        )
-        assert self.own.publish(
-            self.topics.status(INTRUDER), encode_status(stall), retain=True, wait=5
-        )
-        self.second_session_under(HONEST[1], small)
-
-    def second_session_under(self, actor: str, n: int) -> None:
-        """With ``actor``'s password: the broker hands the connection over (one client id
-        per username), so the twin says its piece and leaves."""
-        twin = MqttTransport(self.broker.url, f"actor-{actor}", auth=self.broker.auth(actor))
-        twin.start()
-        try:
-            assert twin.wait_connected(15)
-            status = ActorStatus(actor, "running", run_id=self.run_id, session=99)
-            assert twin.publish(self.topics.status(actor), encode_status(status), wait=5)
-            self.send(batch(actor, 99, 0, n=n, run_id=self.run_id), twin, actor)
-        finally:
-            twin.stop()
-
-    def stop(self) -> None:
-        self.own.stop()
-
-
 REASONS = ("implausible_reward", "over_credit", "not_owner")
 
 
@@ -400,7 +334,7 @@ def run_attacked(tmp_path, broker, cfg, policy_keys, fast_board, wait_for, resum
         fleet_alive=fleet.alive,
         resume=resume,
     )
-    evil = Attacker(broker, topics, node.run_id)
+    evil = CompromisedBoard(broker.url, broker.auth, topics, node.run_id, INTRUDER, HONEST[1])
     log: dict = {}
     progress: list[tuple[float, int]] = []
     done = threading.Event()
@@ -435,18 +369,6 @@ def run_attacked(tmp_path, broker, cfg, policy_keys, fast_board, wait_for, resum
     evil.stop()
     assert fleet.exit_codes() == [0, 0]
     return summary, node, log, progress
-
-
-def longest_flat_s(progress: list[tuple[float, int]], until: int) -> float:
-    """The longest time env steps did not grow, before they reached ``until``."""
-    longest, since = 0.0, None
-    for (t0, n0), (t1, n1) in zip(progress, progress[1:], strict=False):
-        if n0 >= until:
-            break
-        since = t0 if n1 == n0 and since is None else (None if n1 != n0 else since)
-        if since is not None:
-            longest = max(longest, t1 - since)
-    return longest
 
 
 def assert_bounded(summary, node, log, cfg) -> dict:
@@ -486,9 +408,11 @@ def test_a_compromised_board_holds_at_most_its_grant_and_stalls_no_one(
     assert summary["status_over_credit"] >= 1  # the 2^53-1 status: refused, not credit
     assert summary["actor_sessions_refused"] == 1  # the twin
     assert result["share"] == 0 or result["share"] <= log["grant"]
-    # No stall: the fleet never stood still for long after the attack.
-    assert longest_flat_s(progress, cfg.total_env_steps) < 3 * cfg.credit_timeout_s
-    print("compromised board:", result, "flat", longest_flat_s(progress, BUDGET))
+    # No stall: the fleet never stood still for long once it stepped (the actor processes'
+    # start-up before the first step is not one: ~20 s on a loaded host).
+    stepping = [p for p in progress if p[1] > 0]
+    assert longest_flat_s(stepping, cfg.total_env_steps) < 3 * cfg.credit_timeout_s
+    print("compromised board:", result, "flat", longest_flat_s(stepping, BUDGET))
 
 
 def test_every_reason_ingest_refuses_by_is_in_the_protocols_table():
