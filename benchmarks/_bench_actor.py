@@ -366,6 +366,7 @@ def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
                 a["wall"] += wall
                 a["cpu"] += cpu
                 a["rates"].append(steps / wall)
+        costs = _call_costs(actor, seconds / 2)
     finally:
         for rung in rungs.values():
             rung.close()
@@ -387,7 +388,69 @@ def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
     }
     _print_ladder(out, bare=out[names[1]])
     node = _print_actor_node(actor, acc[ACTOR_NODE])
+    node["call_costs"] = _print_call_costs(costs)
     return {"seconds_per_row": seconds, "slice_s": slice_s, "loops": out, "actor_node": node}
+
+
+def _call_costs(actor: ActorRung, seconds: float) -> dict[str, Any]:
+    """The CPU of the node's per-batch work, per call: each call timed on the actor
+    thread's own clock, in a pass of its own after the timed slices (so that the wrappers
+    cost the ladder nothing, and the ActorNode row's figures leave this pass out)."""
+    import edge_rl.actor.node as node_module
+
+    node = actor.node
+    spent: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Callable) -> Callable:
+        spent[name] = [0.0, 0]
+
+        def call(*args, **kwargs):
+            c0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                s = spent[name]
+                s[0] += time.thread_time() - c0
+                s[1] += 1
+
+        return call
+
+    kept = (dict(actor.cpu), actor.batches, actor.publish_calls, actor.publish_s)
+    encode, publish = node_module.encode_transitions, node.transport.publish
+    node.explorer.plan = timed("Explorer.plan", node.explorer.plan)
+    node.batcher.take = timed("Batcher.take", node.batcher.take)
+    node_module.encode_transitions = timed("encode_transitions", encode)
+    node.transport.publish = timed("MqttTransport.publish", publish)
+    try:
+        steps, _, _, cpu = actor.run(seconds)
+    finally:
+        node_module.encode_transitions = encode
+        node.transport.publish = publish
+        del node.explorer.plan, node.batcher.take  # the classes' own methods again
+        actor.cpu, actor.batches, actor.publish_calls, actor.publish_s = kept
+    return {"steps": steps, "actor_loop_cpu_s": cpu, "calls": spent}
+
+
+def _print_call_costs(costs: dict[str, Any]) -> dict[str, Any]:
+    """One line: each piece's CPU per call and per env step. Returns them for the JSON."""
+    steps = max(costs["steps"], 1)
+    pieces = {
+        name: {"calls": n, "us_per_call": 1e6 * s / max(n, 1), "us_per_step": 1e6 * s / steps}
+        for name, (s, n) in costs["calls"].items()
+    }
+    total = sum(p["us_per_step"] for p in pieces.values())
+    loop = 1e6 * costs["actor_loop_cpu_s"] / steps
+    print(
+        f"ActorNode's per-batch work, actor thread CPU (a pass of its own, {steps:,} steps; "
+        f"actor loop {loop:.2f} µs/step in it): "
+        + ", ".join(
+            f"`{k}` {p['us_per_call']:.0f} µs/call ({p['calls']} calls) = "
+            f"{p['us_per_step']:.2f} µs/step"
+            for k, p in pieces.items()
+        )
+        + f"; together {total:.2f} µs/step.\n"
+    )
+    return {"steps": steps, "actor_loop_us_per_step": loop, "pieces": pieces}
 
 
 def _print_ladder(out: dict[str, dict[str, float]], bare: dict[str, float]) -> None:

@@ -108,6 +108,7 @@ class ActorNode:
         self.board = board
         self.opts = opts
         self.topics = Topics(opts.root, opts.run)
+        self._transitions_topic = self.topics.transitions(opts.actor_id)  # one per batch
         self.env = make_env(opts.env)
         self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
         self.rng = np.random.default_rng(opts.seed)
@@ -352,7 +353,7 @@ class ActorNode:
         ep_return = self._ep_return
         inference = exploration = env_step = emulation = 0.0
         stop_at = now() + seconds
-        steps = 0
+        i = -1  # the last step's index: i + 1 steps taken
         for i in range(n):
             t0 = now()
             out = runner(obs)
@@ -368,7 +369,6 @@ class ActorNode:
                 charge(t3 - t0)  # a slower board's inference + exploration + env step
                 emulation += now() - t3
             append((obs, action, reward, next_obs, terminated, truncated))
-            steps = i + 1
             ep_return += reward
             if terminated or truncated:
                 env_step += self._episode_end(float(ep_return))
@@ -379,7 +379,7 @@ class ActorNode:
                 break
         self._obs = obs
         self._ep_return = ep_return
-        self.env_steps += steps
+        self.env_steps += i + 1
         self.clock.lap_split(
             {
                 "inference": inference,
@@ -416,12 +416,12 @@ class ActorNode:
             else:
                 self.spool.push(payload, len(batch))
         if len(self.spool):
-            topic = self.topics.transitions(self.opts.actor_id)
             before = len(self.spool)
-            self.transitions_sent += self.spool.drain(
-                lambda p: self.transport.publish(topic, p, qos=1)
-            )
+            self.transitions_sent += self.spool.drain(self._publish_transitions)
             self.batches_sent += before - len(self.spool)
+
+    def _publish_transitions(self, payload: bytes) -> bool:
+        return self.transport.publish(self._transitions_topic, payload, qos=1)
 
     def _shutdown(self) -> None:
         """Flush what is batched and spooled (bounded wait), say goodbye, disconnect."""

@@ -33,6 +33,9 @@ _PREFIX = struct.Struct("<4sHI")  # magic, version, header length
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_PAYLOAD = 1_000_000  # under Mosquitto 2.1's 2 MB default max_packet_size
 KEY_ID_BYTES, SIGNATURE_BYTES = 8, 64  # Ed25519 (signing.py)
+# The header's JSON: compact, no NaN/Infinity. Built once (json.dumps with arguments builds
+# an encoder per call); an encoder holds no state between calls, so threads share it.
+_HEADER_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 def _no_constants(name: str) -> Any:
@@ -48,7 +51,7 @@ class CodecError(ValueError):
 
 
 def pack(magic: bytes, header: dict[str, Any], body: bytes = b"") -> bytes:
-    h = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    h = _HEADER_JSON(header).encode()
     return _PREFIX.pack(magic, SCHEMA_VERSION, len(h)) + h + body
 
 

@@ -68,7 +68,7 @@ def encode_transitions(batch: TransitionBatch, describe: bool = False) -> bytes:
     arrays = {
         "obs": np.ascontiguousarray(batch.obs, _F32),
         "action": np.ascontiguousarray(
-            batch.action, _I64 if np.issubdtype(batch.action.dtype, np.integer) else _F32
+            batch.action, _I64 if batch.action.dtype.kind in "iu" else _F32
         ),
         "reward": np.ascontiguousarray(batch.reward, _F32),
         "next_obs": np.ascontiguousarray(batch.next_obs, _F32),
@@ -87,7 +87,7 @@ def encode_transitions(batch: TransitionBatch, describe: bool = False) -> bytes:
         header["arrays"] = [
             {"name": k, "dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()
         ]
-    return _pack(MAGIC_TRANSITIONS, header, b"".join(a.tobytes() for a in arrays.values()))
+    return _pack(MAGIC_TRANSITIONS, header, b"".join([a.tobytes() for a in arrays.values()]))
 
 
 def canonical_layout(spec: EnvSpec, n: int) -> list[dict[str, object]]:

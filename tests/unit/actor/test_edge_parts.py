@@ -205,6 +205,23 @@ def test_explorer_follows_epsilon_greedy_by_blocks():
     assert calls == [64]  # one draw for the whole block
 
 
+def test_explorer_plan_is_the_per_draw_rule_draw_for_draw():
+    """The block's plan takes, for each draw ``u``, the action the per-step rule gives:
+    ``floor(u / epsilon * k)`` (at most ``k - 1``) if ``u < epsilon``, else the greedy
+    one; the same RNG state gives the same actions, as numpy int64."""
+    from edge_rl.actor.exploration import Explorer
+
+    for k, epsilon, n in [(2, 0.04, 640), (3, 0.25, 300), (7, 1.0, 200), (5, 0.0, 50)]:
+        q = np.arange(k, dtype=np.float32)  # greedy: the last action
+        e = Explorer(EnvSpec(obs_shape=(3,), num_actions=k), np.random.default_rng(k))
+        e.plan({"epsilon": epsilon}, n)
+        draws = np.random.default_rng(k).random(n).tolist()
+        rule = [k - 1 if u >= epsilon else min(int(u / epsilon * k), k - 1) for u in draws]
+        acts = [e.act(q, i) for i in range(n)]
+        assert [int(a) for a in acts] == rule
+        assert all(type(a) is np.int64 for a in acts)
+
+
 def test_explorer_adds_scaled_clipped_noise_by_blocks():
     from edge_rl.actor.exploration import Explorer
 
