@@ -157,3 +157,30 @@ def test_the_boards_statuses_decide_a_run_start_and_its_state():
     assert current_run_start([control], running, None, TOPICS) == control  # it comes first
     with pytest.raises(NothingToStop, match="that run start is over"):
         current_run_start([control], [], "r1", TOPICS)
+
+
+def test_the_command_stops_the_run_start_its_run_directory_names(
+    tmp_path, mosquitto, mqtt_client_factory, cli
+):
+    """``edge-rl stop --run-dir`` on a real Mosquitto holding no control for the run (a
+    cluster node's view) and no board to answer: the run directory's run start is stopped."""
+    topics = Topics("edge-rl", "stop-run-dir")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "summary.json").write_text(json.dumps({"run": topics.run, "run_id": "r9"}))
+    refused = cli("stop", "--broker", mosquitto.url, "--run", topics.run, "--wait", "1")
+    assert refused.returncode != 0 and "--run-dir" in refused.stderr
+    args = ["--broker", mosquitto.url, "--run", topics.run, "--wait", "1"]
+    done = cli("stop", *args, "--run-dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"run {topics.run!r}, start r9: stopped"
+    heard: list[bytes] = []
+    probe = mqtt_client_factory(mosquitto)
+    probe.on_message = lambda _c, _u, m: heard.append(m.payload)
+    probe.subscribe(topics.control, qos=1)
+    deadline = time.monotonic() + WAIT_S
+    while not heard:
+        assert time.monotonic() < deadline, "no retained control"
+        time.sleep(0.05)
+    assert decode_control(heard[0]) == ControlMessage("stopped", "r9", "edge-rl stop")
+    probe.publish(topics.control, b"", qos=1, retain=True).wait_for_publish(5)
