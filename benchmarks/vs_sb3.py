@@ -10,11 +10,11 @@ example's, adapted), with its embedded broker and simulated fleet: the product p
 budget counts the fleet's env steps in all, so 4 actors step 50,000 times together as SB3's
 one env does alone. SB3's side is ``benchmarks/_sb3_side.py`` run by the interpreter of a venv
 of its own (``--sb3-venv``, default ``~/.cache/edge-rl/sb3-venv``), which the script makes on
-first use: CPU-only PyTorch, stable-baselines3, and the same gymnasium, MuJoCo and NumPy as
-edge-rl. PyTorch is not an edge-rl dependency. Both processes start together, so a shared
-machine's load hits them alike; the script waits for each with ``os.wait4``, whose resource
-usage is the process tree's (the child and every descendant it reaped: the fleet, the broker,
-the export worker).
+first use: CPU-only PyTorch, stable-baselines3, and the same gymnasium, MuJoCo (with imageio
+and packaging, which its envs import) and NumPy as edge-rl. PyTorch is not an edge-rl
+dependency. Both processes start together, so a shared machine's load hits them alike; the
+script waits for each with ``os.wait4``, whose resource usage is the process tree's (the
+child and every descendant it reaped: the fleet, the broker, the export worker).
 
 Threads, the same way on both sides: ``--threads T`` (default 1) goes into both processes'
 environment as ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``,
@@ -296,9 +296,10 @@ def versions_of(*names: str) -> list[str]:
 
 
 def sb3_ready(python: Path) -> bool:
+    """The venv runs SB3 on every task: MuJoCo's envs import imageio and packaging too."""
     if not python.exists():
         return False
-    probe = [str(python), "-c", "import stable_baselines3, torch, gymnasium"]
+    probe = [str(python), "-c", "import stable_baselines3, torch, gymnasium.envs.mujoco"]
     return subprocess.run(probe, capture_output=True, timeout=300).returncode == 0
 
 
@@ -310,7 +311,8 @@ def ensure_sb3_venv(venv: Path, install: bool) -> tuple[Path | None, str]:
             return None, f"SB3 not run: no ready venv at {venv} (and --no-sb3-install)"
         print(f"making SB3's venv at {venv} (pip, ~1 min) ...", flush=True)
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pins = versions_of("gymnasium", "numpy", "mujoco")
+        # gymnasium[mujoco]'s parts, as edge-rl's host extra installs them.
+        pins = versions_of("gymnasium", "numpy", "mujoco", "imageio", "packaging")
         pip = [str(python), "-m", "pip", "install", "-q", *SB3_PACKAGES, *pins]
         done = subprocess.run(pip, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0 or not sb3_ready(python):

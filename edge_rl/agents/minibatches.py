@@ -8,7 +8,7 @@ fewer): the compiled update then sees one shape, and XLA compiles it once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -33,3 +33,20 @@ def check_steps(batch: ReplaySample, per_call: int, steps: int | None) -> int:
 def split_minibatches(columns: Sequence[tf.Tensor], per_call: int) -> list[tf.Tensor]:
     """Each ``[k * b, ...]`` column as ``[k, b, ...]``: minibatch i is ``column[i]``."""
     return [tf.reshape(x, tf.concat([[per_call, -1], tf.shape(x)[1:]], axis=0)) for x in columns]
+
+
+def compile_calls(
+    train: Callable[..., tf.Tensor], signature: Sequence[tf.TensorSpec], rows: int
+) -> None:
+    """Have XLA compile ``train`` for calls of ``rows`` rows now, by a call of zero steps.
+
+    ``signature`` is ``train``'s input signature: batch columns whose leading dimension is
+    None, then the scalar step count. With zero steps the loop body never runs, so no
+    variable changes; XLA keys its compiled program by the input shapes, so the calls that
+    follow with ``rows`` rows reuse it instead of compiling in the first update.
+    """
+    columns = [
+        tf.zeros([rows if d is None else d for d in spec.shape], spec.dtype)
+        for spec in signature[:-1]
+    ]
+    train(*columns, tf.constant(0, signature[-1].dtype))

@@ -25,7 +25,7 @@ import tensorflow as tf
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.agents.guards import all_finite
-from edge_rl.agents.minibatches import check_steps, split_minibatches
+from edge_rl.agents.minibatches import check_steps, compile_calls, split_minibatches
 from edge_rl.specs import EnvSpec
 from edge_rl.types import ReplaySample
 
@@ -112,9 +112,10 @@ class DQNLearner:
         obs = tf.TensorSpec([None, self.obs_dim], tf.float32)
         vec = tf.TensorSpec([None], tf.float32)
         batch_signature = [obs, tf.TensorSpec([None], tf.int64), vec, obs, vec]
+        self._train_signature = [*batch_signature, tf.TensorSpec([], tf.int32)]
         self._train = tf.function(
             self._train_steps,
-            input_signature=[*batch_signature, tf.TensorSpec([], tf.int32)],
+            input_signature=self._train_signature,
             jit_compile=config.jit_compile,
         )
         self._td = tf.function(self._td_errors, input_signature=batch_signature)
@@ -151,12 +152,17 @@ class DQNLearner:
         return int(self._nonfinite.numpy())
 
     def compile(self) -> None:
-        """Trace (and with XLA, lower) the update now, without taking a step.
+        """Trace the update now and, with XLA, compile it for a call's batch
+        (``updates_per_call`` x ``batch_size`` rows), without taking a step.
 
-        Tracing runs Python under the GIL for seconds; the learner does it before the fleet
-        starts, so that its ingest thread is never starved during the first update.
+        Tracing runs Python under the GIL for seconds and XLA's compile takes seconds of
+        CPU; the learner does both before the fleet starts, so that its ingest thread is
+        never starved during the first update, and the first update is as fast as the rest.
         """
         self._train.get_concrete_function()
+        if self.config.jit_compile:
+            rows = self.config.updates_per_call * self.config.batch_size
+            compile_calls(self._train, self._train_signature, rows)
         self._q.get_concrete_function()
 
     def sync_target(self) -> None:
@@ -202,9 +208,14 @@ class DQNLearner:
             (obs, action, reward, next_obs, terminated), self.config.updates_per_call
         )
         loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
-        for i in tf.range(steps):  # a tf.while_loop: its trace does not grow with K
+        # A tf.while_loop on a tensor condition (autograph): its trace does not grow with K,
+        # and XLA compiles it once for every step count (``for i in tf.range(steps)`` would
+        # compile again for each: XLA needs a Range's limit at compile time).
+        i = tf.constant(0)
+        while i < steps:
             loss, mean_q = self._one_step(*(x[i] for x in minibatches))
             loss_sum, q_sum = loss_sum + loss, q_sum + mean_q
+            i += 1
         n = tf.cast(steps, tf.float32)
         return tf.stack([loss_sum / n, q_sum / n])
 

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge_rl.agents.guards import all_finite
-from edge_rl.agents.minibatches import check_steps, split_minibatches
+from edge_rl.agents.minibatches import check_steps, compile_calls, split_minibatches
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.networks import make_actor, make_critic
 from edge_rl.specs import EnvSpec
@@ -129,9 +129,10 @@ class TD3Learner:
         obs = tf.TensorSpec([None, self.obs_dim], tf.float32)
         act = tf.TensorSpec([None, self.act_dim], tf.float32)
         vec = tf.TensorSpec([None], tf.float32)
+        self._train_signature = [obs, act, vec, obs, vec, tf.TensorSpec([], tf.int32)]
         self._train = tf.function(
             self._train_steps,
-            input_signature=[obs, act, vec, obs, vec, tf.TensorSpec([], tf.int32)],
+            input_signature=self._train_signature,
             jit_compile=config.jit_compile,
         )
         self._pi = tf.function(lambda s: self._actor(s, training=False), input_signature=[obs])
@@ -182,11 +183,17 @@ class TD3Learner:
         return int(self._nonfinite.numpy())
 
     def compile(self) -> None:
-        """Trace (and with XLA, lower) the update now, without taking a step.
+        """Trace the update now and, with XLA, compile it for a call's batch
+        (``updates_per_call`` x ``batch_size`` rows), without taking a step.
 
-        Tracing holds the GIL for seconds; the learner does it before the fleet starts.
+        Tracing holds the GIL for seconds and XLA's compile takes seconds of CPU; the
+        learner does both before the fleet starts, while its export worker is still
+        importing TensorFlow, rather than in its first update.
         """
         self._train.get_concrete_function()
+        if self.config.jit_compile:
+            rows = self.config.updates_per_call * self.config.batch_size
+            compile_calls(self._train, self._train_signature, rows)
         self._pi.get_concrete_function()
 
     def act(self, obs: np.ndarray) -> np.ndarray:
@@ -223,12 +230,16 @@ class TD3Learner:
             (obs, action, reward, next_obs, terminated), self.config.updates_per_call
         )
         loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
-        # tf.range: autograph makes this a tf.while_loop. Same updates/s as a Python loop
+        # A tf.while_loop on a tensor condition (autograph): same updates/s as a Python loop
         # unrolled at trace time, but its trace (and XLA compile) does not grow with K:
-        # ~3 s instead of ~25 s at K = 16 (benchmarks/td3_learner.py, docstring).
-        for i in tf.range(steps):
+        # ~3 s instead of ~25 s at K = 16 (benchmarks/td3_learner.py, docstring). Not
+        # ``for i in tf.range(steps)``: XLA needs a Range's limit at compile time, so that
+        # form compiles the whole update again for every step count a call asks for.
+        i = tf.constant(0)
+        while i < steps:
             loss, mean_q = self._one_step(*(x[i] for x in minibatches))
             loss_sum, q_sum = loss_sum + loss, q_sum + mean_q
+            i += 1
         n = tf.cast(steps, tf.float32)
         return tf.stack([loss_sum / n, self._actor_loss.read_value(), q_sum / n])
 
