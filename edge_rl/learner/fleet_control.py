@@ -49,7 +49,12 @@ from edge_rl.learner.credit import CreditLedger, Grants
 from edge_rl.learner.identity import Identities
 from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, RunState
 from edge_rl.wire.envelope import CodecError
-from edge_rl.wire.messages import decode_status, encode_control, encode_credit
+from edge_rl.wire.messages import (
+    MAX_STATUS_INTERVAL_S,
+    decode_status,
+    encode_control,
+    encode_credit,
+)
 from edge_rl.wire.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -85,6 +90,25 @@ class RateBound:
         k = min(n, int(self._tokens))
         self._tokens -= k
         return k
+
+
+# Below this interval the boards' own (at least 0.05 s, docs/protocol.md §5) keeps the bound.
+MIN_STATED_INTERVAL_S = 0.05
+STATUS_INTERVAL_STEP_S = 0.25  # stated intervals are whole steps: the control rarely changes
+
+
+def status_interval(boards: int, max_statuses_per_s: float) -> float:
+    """The status interval the learner asks of every board so that ``boards`` of them send
+    at most ``max_statuses_per_s`` periodic statuses a second in all: boards / rate, rounded
+    up to a 0.25 s step (at most an hour); 0 (each board's own) while that is at most 0.05 s
+    or there is no bound."""
+    if max_statuses_per_s <= 0:
+        return 0.0
+    need = boards / max_statuses_per_s
+    if need <= MIN_STATED_INTERVAL_S:
+        return 0.0
+    steps = math.ceil(need / STATUS_INTERVAL_STEP_S - 1e-9)
+    return min(MAX_STATUS_INTERVAL_S, steps * STATUS_INTERVAL_STEP_S)
 
 
 @dataclass(frozen=True)
@@ -268,7 +292,10 @@ class FleetControl:
         with self._lock:
             if self.state in FINAL and state != self.state:
                 return
-            msg = ControlMessage(state, self.run_id, reason)
+            # The status interval follows the fleet's size in 0.25 s steps: a new control
+            # goes out when it crosses one (a few times while a fleet connects).
+            interval = status_interval(self._online(), self.cfg.fleet.max_statuses_per_s)
+            msg = ControlMessage(state, self.run_id, reason, interval)
             if msg != self._last:
                 self.state = state
                 self._last = msg
@@ -279,6 +306,10 @@ class FleetControl:
                 self._publish(self.topics.control, encode_control(msg), retain=True, wait=wait)
             if state == "running":
                 self._grant(updates)
+
+    def _online(self) -> int:  # holds _lock
+        """Actors whose last status is not ``offline`` or ``stopped``."""
+        return sum(s.state not in ("offline", "stopped") for s in self._actors.values())
 
     def republish(self) -> None:
         with self._lock:
