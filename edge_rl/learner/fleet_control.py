@@ -92,6 +92,17 @@ class RateBound:
         return k
 
 
+def held_at_most(lead: int, online: int, min_share: int) -> int:
+    """What one actor may hold granted and not delivered: half the ``lead`` (one that never
+    delivers, a compromised board, cannot take all of it and stall the fleet), and twice an
+    even share of it, at least ``min_share``: while most of a large fleet's boards are slow
+    to take their turn (a loaded host) or idle, the few that step first must not take the
+    lead that all of them share, or most boards are never granted a step (docs/scale.md)."""
+    half = math.ceil(lead / 2)
+    even_twice = max(min_share, math.ceil(2 * lead / max(1, online)))
+    return max(1, min(half, even_twice))
+
+
 # Below this interval the boards' own (at least 0.05 s, docs/protocol.md §5) keeps the bound.
 MIN_STATED_INTERVAL_S = 0.05
 STATUS_INTERVAL_STEP_S = 0.25  # stated intervals are whole steps: the control rarely changes
@@ -436,9 +447,7 @@ class FleetControl:
         # holds credit and never steps stalls the fleet at the budget's end.
         for a in idle:
             lost[a] = max(lost[a], self._ledger.granted.get(a, 0) - by_actor.get(a, 0))
-        # No actor holds more than half the lead: one that never delivers (a compromised
-        # board) cannot take all of it and stall the fleet.
-        cap = max(1, math.ceil((allowed - received) / 2))
+        min_share = self._min_share(allowed, len(online))
         return self._ledger.grant(
             allowed,
             received,
@@ -447,8 +456,8 @@ class FleetControl:
             lost,
             idle,
             stepped,
-            cap,
-            min_share=self._min_share(allowed, len(online)),
+            held_at_most(allowed - received, len(online), min_share),
+            min_share=min_share,
         )
 
     def _min_share(self, allowed: int, online: int) -> int:
