@@ -21,12 +21,23 @@ from edge_rl.transport.auth import BrokerAuth  # standard library only
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, check_name  # pure: no MQTT
 
 MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
+# Simulated boards `edge-rl learn` starts: a process each (~100 MB apiece), or many boards
+# in each of fleet.procs processes (~0.5 MB a board at 250 a process; docs/scale.md).
+MAX_ACTOR_PROCESSES = 64
+MAX_HOSTED_BOARDS = 10_000
 
 
 @dataclass(frozen=True)
 class FleetConfig:
-    actors: int = 4  # simulated actor processes started by `edge-rl learn` (0: none)
+    actors: int = 4  # simulated boards started by `edge-rl learn` (0: none)
     board: str = "rpi4"  # firmware_configs/<board>.yaml
+    # 0: each simulated board is an `edge-rl actor` process of its own (at most 64 boards);
+    # P > 0: the boards run in P `edge-rl host` processes (board i in process i mod P),
+    # each board still its own actor (docs/fleet.md), up to MAX_HOSTED_BOARDS.
+    procs: int = 0
+    # With procs > 0: each board connects after a random delay of up to this many seconds,
+    # so that a thousand boards do not CONNECT in one instant.
+    start_spread_s: float = 0.0
     # Actors one run keeps state for (statuses, credit, sequence numbers); a status or a
     # batch from one more is refused and counted: invented ids must not grow the learner.
     max_actors: int = 10_000
@@ -45,6 +56,11 @@ class FleetConfig:
     # A few boards never reach the bound (each gets at most one grant per 50 ms round);
     # a thousand would otherwise cost ~10,000 messages/s (docs/scale.md).
     max_grants_per_s: float = 200.0
+    # Statuses per second the fleet may send in all (0: no bound). The learner states a
+    # status interval in its control message, online boards / this rate (rounded up to
+    # 0.25 s), and each board reports at that interval when it is longer than its own
+    # (docs/protocol.md §5): a thousand boards at one a second would be 1,000/s.
+    max_statuses_per_s: float = 200.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_grant <= 100_000:
@@ -53,8 +69,22 @@ class FleetConfig:
             raise ValueError(
                 f"fleet.max_grants_per_s must be in [0, 1e6], got {self.max_grants_per_s}"
             )
-        if not 0 <= self.actors <= 64:
-            raise ValueError(f"fleet.actors must be in [0, 64], got {self.actors}")
+        if not 0 <= self.procs <= 256:
+            raise ValueError(f"fleet.procs must be in [0, 256], got {self.procs}")
+        most = MAX_HOSTED_BOARDS if self.procs else MAX_ACTOR_PROCESSES
+        if not 0 <= self.actors <= most:
+            raise ValueError(
+                f"fleet.actors must be in [0, {most}] with fleet.procs={self.procs}, "
+                f"got {self.actors}"
+            )
+        if not 0.0 <= self.start_spread_s <= 3600.0:
+            raise ValueError(
+                f"fleet.start_spread_s must be in [0, 3600], got {self.start_spread_s}"
+            )
+        if not 0.0 <= self.max_statuses_per_s <= 1e6:
+            raise ValueError(
+                f"fleet.max_statuses_per_s must be in [0, 1e6], got {self.max_statuses_per_s}"
+            )
         if not 1 <= self.max_actors <= 1_000_000:
             raise ValueError(f"fleet.max_actors must be in [1, 1e6], got {self.max_actors}")
         if not 0.0 <= self.identity_window_s <= 600.0:

@@ -139,11 +139,15 @@ class ControlMessage:
 
     ``run_id`` names this start of the run (RunIdentity): an actor takes part in the run
     start of the newest control message, and drops what it held of an earlier one.
+
+    ``status_interval_s`` is the least time between two periodic statuses the learner asks
+    of every board (0: the board's own), so that the fleet's statuses stay under a rate.
     """
 
     state: RunState
     run_id: str = ""
     reason: str = ""
+    status_interval_s: float = 0.0
 
 
 @dataclass(frozen=True)

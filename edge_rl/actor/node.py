@@ -257,7 +257,7 @@ class ActorNode:
                 self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())
-                next_status = now + self.board.status_interval_s
+                next_status = now + self.rc.status_every(self.board.status_interval_s)
             if not self.rc.may_step(self.env_steps):  # paused, out of credit, no learner yet
                 lap("idle")  # status, bookkeeping, and the last sleep
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
@@ -288,7 +288,7 @@ class ActorNode:
             now = time.monotonic()
             if now >= next_status:
                 self._publish_status(self._state())
-                next_status = now + self.board.serving_status_interval_s
+                next_status = now + self.rc.status_every(self.board.serving_status_interval_s)
             policy = self.slot.current  # the swap point, as in training
             if policy is None:  # nothing to serve yet (its policy is on the way)
                 time.sleep(0.05)
@@ -400,8 +400,10 @@ class ActorNode:
 
     def _new_policy_to_report(self, since_status: float) -> bool:
         """A policy loaded since the last status, which was at least the smallest status
-        interval ago (docs/protocol.md §5, *How often*): it is reported now."""
-        return self.slot.version != self._reported_version and since_status >= MIN_STATUS_GAP_S
+        interval ago, and the learner's status interval if it states one (docs/protocol.md
+        §5, *How often*): it is reported now."""
+        gap = max(MIN_STATUS_GAP_S, self.rc.status_interval_s)
+        return self.slot.version != self._reported_version and since_status >= gap
 
     def _state(self) -> ActorState:
         return self.rc.status_state(self.env_steps)

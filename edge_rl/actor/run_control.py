@@ -7,6 +7,7 @@
     rc.may_step(env_steps)           # train: "running" and below this process's credit
     rc.serves()                      # act greedily with the policy held, send nothing
     rc.state                         # waiting | running | paused | serving | stopped | refused
+    rc.status_every(own_s)           # the board's status interval, or the learner's if longer
     rc.stop()                        # SIGTERM: the process ends (``done``)
 
 The newest control message names the run start (``run_id``) the actor takes part in. A
@@ -51,6 +52,8 @@ class RunControl:
         self.run_id: str | None = None  # the run start this process takes part in
         self.state = "waiting"  # until a control message of a run start says otherwise
         self.credit = 0  # env steps since the join this process may have taken in all
+        # The least status interval the learner asks of its boards (0: the board's own).
+        self.status_interval_s = 0.0
         self.rejected = 0  # control and credit payloads that failed to decode
         self.exiting = False  # SIGTERM: the loop ends, the process exits
         self._join: ControlMessage | None = None  # a newer run start, for the loop
@@ -76,6 +79,7 @@ class RunControl:
                 if msg.state == "paused" and self.state != "paused":
                     self.credit = 0  # the learner that comes back grants anew
                 self.state = msg.state
+                self.status_interval_s = msg.status_interval_s
 
     def _other_run(self, msg: ControlMessage) -> None:  # holds _lock
         if msg.state != "stopped":
@@ -129,6 +133,7 @@ class RunControl:
                 return None
             self.run_id = msg.run_id
             self.state = msg.state
+            self.status_interval_s = msg.status_interval_s
             self.credit = 0
             grant, self._grant = self._grant, None
             if grant is not None and grant.run_id == msg.run_id:
@@ -139,6 +144,10 @@ class RunControl:
         """SIGTERM, or a test: the loop ends and the process exits."""
         self.exiting = True
         self._news.set()
+
+    def status_every(self, own_s: float) -> float:
+        """The status interval to keep: the board's own, or the learner's if longer."""
+        return max(own_s, self.status_interval_s)
 
     def wait_news(self, timeout: float) -> None:
         """Sleep until a control message, a grant or a stop comes in, or ``timeout``: a

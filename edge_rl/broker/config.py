@@ -142,6 +142,18 @@ def queue_limits(max_packet_size: int) -> tuple[int, int]:
     return queued, max(_MIN_MEMORY, _FULL_QUEUES * queued)
 
 
+def raise_fd_limit(needed: int) -> int:
+    """Raise this process's soft open-files limit towards ``needed`` (at most the hard
+    limit): a board's connection is one socket in its process and one in the broker,
+    which inherits the limit. Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        soft = want
+    return soft
+
+
 def max_connections() -> int:
     """Connections the broker may accept: below this process's file-descriptor limit
     (inherited by the broker), so that a flood of sockets is refused at ``accept`` by

@@ -7,9 +7,10 @@ No TensorFlow, like ``edge-rl actor``.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
-import resource
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -22,17 +23,6 @@ log = logging.getLogger("edge_rl")
 # A board's threads (its loop, policy slot, paho's network loop) run shallow Python: a
 # small stack keeps a thousand-thread process's address space small.
 THREAD_STACK_BYTES = 512 * 1024
-
-
-def raise_fd_limit(needed: int) -> int:
-    """Raise the soft open-files limit towards ``needed`` (at most the hard limit): a board
-    holds one socket. Returns the soft limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-    if soft != resource.RLIM_INFINITY and soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-        soft = want
-    return soft
 
 
 @click.command()
@@ -81,6 +71,7 @@ def host(
     from edge_rl.actor.host import BoardHost
     from edge_rl.actor.node import ActorOptions
     from edge_rl.boards import board_file, load_board
+    from edge_rl.broker.config import raise_fd_limit
     from edge_rl.sim.hosted import read_boards_file
     from edge_rl.transport.auth import BrokerAuth
     from edge_rl.transport.mqtt import mqtt_connect
@@ -110,6 +101,9 @@ def host(
         raise click.ClickException(str(e)) from None
     log.info("fleet host: %d boards, open-files limit %d", len(boards), fds)
     signal.signal(signal.SIGTERM, lambda *_: board_host.stop())
+    # `kill -USR1 PID` writes every thread's stack to the log: where a thousand boards'
+    # threads are when a host slows down, without a debugger.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
         board_host.run()
     except KeyboardInterrupt:

@@ -45,6 +45,7 @@ class _ConfigFlags:
     config_path: str | None
     out: str | None
     n_fleet: int | None
+    fleet_procs: int | None
     board: str | None
     seed: int | None
     run_name: str | None
@@ -57,6 +58,7 @@ class _ConfigFlags:
             "--config": self.config_path,
             "--out": self.out,
             "--fleet": self.n_fleet,
+            "--fleet-procs": self.fleet_procs,
             "--board": self.board,
             "--seed": self.seed,
             "--run": self.run_name,
@@ -70,6 +72,7 @@ class _ConfigFlags:
         named = {
             "seed": self.seed,
             "fleet.actors": self.n_fleet,
+            "fleet.procs": self.fleet_procs,
             "fleet.board": self.board,
             "signing_key": self.signing_key,
             "run": self.run_name,
@@ -114,6 +117,11 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
     help="Without --broker: Mosquitto if installed (auto), else the Python broker amqtt.",
 )
 @click.option("--fleet", "n_fleet", type=int, help="Simulated actors to start (overrides config).")
+@click.option(
+    "--fleet-procs",
+    type=int,
+    help="Run the simulated boards in this many processes (fleet.procs; 0: one per board).",
+)
 @click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
 @click.option("--seed", type=int, help="Overrides the config's seed.")
 @click.option("--run", "run_name", help="Run name, as the actors' --run (overrides run:).")
@@ -134,6 +142,7 @@ def learn(
     broker: str | None,
     embedded_broker: str,
     n_fleet: int | None,
+    fleet_procs: int | None,
     board: str | None,
     seed: int | None,
     run_name: str | None,
@@ -147,7 +156,9 @@ def learn(
     --resume RUN_DIR continues an earlier run (killed, interrupted) from its checkpoint."""
     started = time.monotonic()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no CUDA noise
-    flags = _ConfigFlags(config_path, out, n_fleet, board, seed, run_name, sets, signing_key)
+    flags = _ConfigFlags(
+        config_path, out, n_fleet, fleet_procs, board, seed, run_name, sets, signing_key
+    )
     if resume_dir is not None:
         cfg, run_dir = resumed(resume_dir, flags.given())
     elif config_path is None:

@@ -49,7 +49,12 @@ from edge_rl.learner.credit import CreditLedger, Grants
 from edge_rl.learner.identity import Identities
 from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, RunState
 from edge_rl.wire.envelope import CodecError
-from edge_rl.wire.messages import decode_status, encode_control, encode_credit
+from edge_rl.wire.messages import (
+    MAX_STATUS_INTERVAL_S,
+    decode_status,
+    encode_control,
+    encode_credit,
+)
 from edge_rl.wire.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -85,6 +90,36 @@ class RateBound:
         k = min(n, int(self._tokens))
         self._tokens -= k
         return k
+
+
+def held_at_most(lead: int, online: int, min_share: int) -> int:
+    """What one actor may hold granted and not delivered: half the ``lead`` (one that never
+    delivers, a compromised board, cannot take all of it and stall the fleet), and twice an
+    even share of it, at least ``min_share``: while most of a large fleet's boards are slow
+    to take their turn (a loaded host) or idle, the few that step first must not take the
+    lead that all of them share, or most boards are never granted a step (docs/scale.md)."""
+    half = math.ceil(lead / 2)
+    even_twice = max(min_share, math.ceil(2 * lead / max(1, online)))
+    return max(1, min(half, even_twice))
+
+
+# Below this interval the boards' own (at least 0.05 s, docs/protocol.md §5) keeps the bound.
+MIN_STATED_INTERVAL_S = 0.05
+STATUS_INTERVAL_STEP_S = 0.25  # stated intervals are whole steps: the control rarely changes
+
+
+def status_interval(boards: int, max_statuses_per_s: float) -> float:
+    """The status interval the learner asks of every board so that ``boards`` of them send
+    at most ``max_statuses_per_s`` periodic statuses a second in all: boards / rate, rounded
+    up to a 0.25 s step (at most an hour); 0 (each board's own) while that is at most 0.05 s
+    or there is no bound."""
+    if max_statuses_per_s <= 0:
+        return 0.0
+    need = boards / max_statuses_per_s
+    if need <= MIN_STATED_INTERVAL_S:
+        return 0.0
+    steps = math.ceil(need / STATUS_INTERVAL_STEP_S - 1e-9)
+    return min(MAX_STATUS_INTERVAL_S, steps * STATUS_INTERVAL_STEP_S)
 
 
 @dataclass(frozen=True)
@@ -268,7 +303,10 @@ class FleetControl:
         with self._lock:
             if self.state in FINAL and state != self.state:
                 return
-            msg = ControlMessage(state, self.run_id, reason)
+            # The status interval follows the fleet's size in 0.25 s steps: a new control
+            # goes out when it crosses one (a few times while a fleet connects).
+            interval = status_interval(self._online(), self.cfg.fleet.max_statuses_per_s)
+            msg = ControlMessage(state, self.run_id, reason, interval)
             if msg != self._last:
                 self.state = state
                 self._last = msg
@@ -279,6 +317,10 @@ class FleetControl:
                 self._publish(self.topics.control, encode_control(msg), retain=True, wait=wait)
             if state == "running":
                 self._grant(updates)
+
+    def _online(self) -> int:  # holds _lock
+        """Actors whose last status is not ``offline`` or ``stopped``."""
+        return sum(s.state not in ("offline", "stopped") for s in self._actors.values())
 
     def republish(self) -> None:
         with self._lock:
@@ -405,9 +447,7 @@ class FleetControl:
         # holds credit and never steps stalls the fleet at the budget's end.
         for a in idle:
             lost[a] = max(lost[a], self._ledger.granted.get(a, 0) - by_actor.get(a, 0))
-        # No actor holds more than half the lead: one that never delivers (a compromised
-        # board) cannot take all of it and stall the fleet.
-        cap = max(1, math.ceil((allowed - received) / 2))
+        min_share = self._min_share(allowed, len(online))
         return self._ledger.grant(
             allowed,
             received,
@@ -416,8 +456,8 @@ class FleetControl:
             lost,
             idle,
             stepped,
-            cap,
-            min_share=self._min_share(allowed, len(online)),
+            held_at_most(allowed - received, len(online), min_share),
+            min_share=min_share,
         )
 
     def _min_share(self, allowed: int, online: int) -> int:

@@ -4,7 +4,8 @@
 
 In data-flow order: the policy signing key (the fleet verifies what the learner publishes)
 -> a broker and its accounts (an embedded one unless ``LearnOptions.broker``) -> the
-simulated fleet (``cfg.fleet.actors`` actor processes) -> the live view -> the learner node,
+simulated fleet (``cfg.fleet.actors`` boards: a process each, or ``cfg.fleet.procs``
+board hosts) -> the live view -> the learner node,
 which runs until ``cfg.total_env_steps`` or a stop request and returns summary.json's content.
 On the way out the parts stop in reverse: the node has told the actors to stop, the fleet's
 processes end, the embedded broker goes last.
@@ -27,7 +28,7 @@ from typing import Any
 import yaml
 
 from edge_rl.boards import board_file
-from edge_rl.broker.config import BrokerAccounts
+from edge_rl.broker.config import BrokerAccounts, raise_fd_limit
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import RunConfig
 from edge_rl.learner.durable import StopRequest
@@ -106,6 +107,9 @@ def _bus(stack: ExitStack, cfg: RunConfig, run_dir: Path, options: LearnOptions)
     if options.broker is not None:
         return _Bus(options.broker, options.auth, None)
     accounts = BrokerAccounts(fleet_ids(cfg.fleet.actors), root=cfg.transport.root, run=cfg.run)
+    # The broker inherits this process's open-files limit: one socket per board, and
+    # a thousand simulated boards pass the common soft limit of 1,024.
+    raise_fd_limit(2 * cfg.fleet.actors + 1024)
     embedded = stack.enter_context(
         EmbeddedBroker(
             kind=options.embedded_broker,
@@ -136,6 +140,8 @@ def _fleet(cfg: RunConfig, run_dir: Path, bus: _Bus, public_key: Path) -> Fleet:
         seed=cfg.seed,
         log_dir=RunDir(run_dir).fleet_logs,
         auth=bus.actor,
+        procs=cfg.fleet.procs,
+        start_spread_s=cfg.fleet.start_spread_s,
     )
 
 

@@ -132,8 +132,15 @@ def run_id_field(header: dict[str, Any]) -> str:
     return v
 
 
+# The longest status interval a control message may ask of a board (an hour).
+MAX_STATUS_INTERVAL_S = 3600.0
+
+
 def encode_control(msg: ControlMessage) -> bytes:
-    return _pack(MAGIC_CONTROL, dataclasses.asdict(msg))
+    header = dataclasses.asdict(msg)
+    if not msg.status_interval_s:  # optional (§5): absent when the learner asks none
+        del header["status_interval_s"]
+    return _pack(MAGIC_CONTROL, header)
 
 
 def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
@@ -142,7 +149,16 @@ def decode_control(data: bytes, max_bytes: int = 64 * 1024) -> ControlMessage:
         raise CodecError("bad_header", f"control state {header.get('state')!r}")
     if not isinstance(header.get("reason", ""), str):  # null is not a string (§5)
         raise CodecError("bad_header", "control reason must be a string")
-    return ControlMessage(header["state"], run_id_field(header), header.get("reason", ""))
+    interval = header.get("status_interval_s", 0.0)
+    if (
+        type(interval) not in (int, float)
+        or not math.isfinite(interval)
+        or not 0 <= interval <= MAX_STATUS_INTERVAL_S
+    ):
+        raise CodecError("bad_header", "control status_interval_s must be a number in [0, 3600]")
+    return ControlMessage(
+        header["state"], run_id_field(header), header.get("reason", ""), float(interval)
+    )
 
 
 MAX_REFUSED = 8  # sessions refused under one actor id, listed in its grant

@@ -628,6 +628,9 @@ def control_violation(data: bytes, max_bytes: int = 65536) -> str | None:
         return "run_id"
     if not isinstance(h.get("reason", ""), str):
         return "reason"
+    interval = h.get("status_interval_s", 0)
+    if not is_num(interval) or not 0 <= interval <= 3600:
+        return "status_interval_s"
     return None
 
 

@@ -268,6 +268,33 @@ def control() -> dict[str, Any]:
     ]
     cases += [
         _case(
+            "status_interval",
+            encode_control(m := ControlMessage("running", RUN_ID, "", 5.25)),
+            dataclasses.asdict(m),
+            "ok",
+            True,
+        ),
+        _case(
+            "status_interval_negative",
+            _raw(MAGIC_CONTROL, b'{"state":"running","run_id":"r","status_interval_s":-1}'),
+            None,
+            "bad_header",
+        ),
+        _case(
+            "status_interval_over_an_hour",
+            _raw(MAGIC_CONTROL, b'{"state":"running","run_id":"r","status_interval_s":3601}'),
+            None,
+            "bad_header",
+        ),
+        _case(
+            "status_interval_string",
+            _raw(MAGIC_CONTROL, b'{"state":"running","run_id":"r","status_interval_s":"5"}'),
+            None,
+            "bad_header",
+        ),
+    ]
+    cases += [
+        _case(
             "no_reason",
             _raw(MAGIC_CONTROL, b'{"state":"running","run_id":"' + RUN_ID.encode() + b'"}'),
             dataclasses.asdict(ControlMessage("running", RUN_ID, "")),

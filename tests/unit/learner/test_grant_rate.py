@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl, RateBound
+from edge_rl.learner.fleet_control import FleetControl, RateBound, held_at_most
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_credit, encode_status
 from edge_rl.wire.topics import Topics
@@ -77,3 +77,62 @@ def test_without_a_bound_every_changed_grant_goes_every_round():
     for updates in range(4):
         fleet.send("running", updates=updates * 1000)
     assert set(sent.values()) == {4}
+
+
+def test_no_actor_of_a_large_fleet_holds_more_than_twice_an_even_share(monkeypatch):
+    """990 of 1,000 boards hold their grants and do not step (a loaded host): what they hold
+    is granted again to the 10 that work, but none of those holds more than twice an even
+    share; with half the lead each, ten boards would take the whole lead."""
+    import edge_rl.learner.fleet_control as fc
+
+    now = [1000.0]
+    monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
+    credit: dict[str, int] = {}
+    received: dict[str, int] = {}
+
+    def publish(topic: str, payload: bytes, **_) -> bool:
+        if topic.endswith("/credit"):
+            credit[TOPICS.actor_of(topic)] = decode_credit(payload).credit
+        return True
+
+    cfg = RunConfig(
+        env_id="CartPole-v1",
+        run="rate",
+        total_env_steps=10**9,
+        learning_starts=0,
+        max_lag_transitions=100_000,  # 100 a board
+        credit_timeout_s=5.0,
+        fleet=FleetConfig(max_grants_per_s=0.0, min_grant=8),
+    )
+    got = lambda: (sum(received.values()), dict(received))  # noqa: E731
+    fleet = FleetControl(cfg, TOPICS, publish, got, RUN_ID)
+    ids = [f"b-{i:04d}" for i in range(1000)]
+
+    def report(actor: str, steps: int) -> None:
+        status = ActorStatus(
+            actor,
+            "running",
+            run_id=RUN_ID,
+            session=ids.index(actor) + 1,
+            env_steps=steps,
+            transitions_sent=steps,
+        )
+        fleet.on_status(TOPICS.status(actor), encode_status(status))
+
+    for a in ids:
+        report(a, 0)
+    fleet.send("running", updates=0)
+    assert set(credit.values()) == {100}  # an even share each
+    workers = ids[:10]
+    for t in range(1, 30):  # the ten step and deliver all they hold; the rest are idle
+        now[0] = 1000.0 + t
+        for a in workers:
+            received[a] = credit[a]
+            report(a, credit[a])
+        fleet.send("running", updates=0)
+        assert all(credit[a] - received[a] <= 200 for a in workers)
+    assert sum(received.values()) > 10 * 100  # the idle boards' credit went to the workers
+    assert held_at_most(1000, 2, 1) == 500  # two boards: half the lead each, as before
+    assert held_at_most(100_000, 1000, 32) == 200  # a thousand: twice an even share
+    assert held_at_most(100, 1000, 32) == 32  # at least the slice, at most half the lead
+    assert held_at_most(10, 1000, 32) == 5
