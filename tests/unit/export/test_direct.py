@@ -252,3 +252,37 @@ def test_written_constants_start_on_16_byte_boundaries() -> None:
     assert exported.path == "direct"
     regions = weight_regions(exported.tflite)
     assert len(regions) == 3 and all(r.offset % 16 == 0 for r in regions), regions
+
+
+@pytest.mark.parametrize(("precision", "per_channel"), PRECISIONS)
+def test_versions_are_written_in_place_without_packing_a_flatbuffer(
+    monkeypatch, precision: str, per_channel: bool
+) -> None:
+    """A version is assigned into the template's one packed buffer: no flatbuffer is built
+    per version, each write returns its own bytes, and nothing of an earlier version is
+    left in a later one (A, B, A again gives A's bytes)."""
+    from edge_rl.export import template as template_module
+    from edge_rl.export.template import generic_policy
+    from edge_rl.export.tflite import _convert
+
+    obs = _obs("dqn", 300, seed=0)
+    versions = []
+    for seed in (1, 2):
+        model = _trained(make_q_network(4, 2, (16, 16), seed=0), seed=seed)
+        versions.append(fold(model, obs.mean(axis=0), np.maximum(obs.std(axis=0), MIN_OBS_STD)))
+    structure = versions[0].structure
+    tflite = _convert(generic_policy(structure), obs[:64], precision, per_channel)
+    template = Template.parse(tflite, structure, precision, per_channel)
+
+    def no_builder(*args, **kwargs):
+        raise AssertionError("a flatbuffer was packed for a version")
+
+    monkeypatch.setattr(template_module.flatbuffers, "Builder", no_builder)
+    a = template.write(versions[0], obs)
+    b = template.write(versions[1], obs[::-1].copy() * 1.5)
+    again = template.write(versions[0], obs)
+    assert isinstance(a, bytes) and a == again and a != b and len(a) == len(b)
+    for written, policy in ((a, versions[0]), (b, versions[1])):
+        lite = TFLitePolicy(written).batch(obs[:32])
+        _, _, expected = policy.activations(obs[:32])
+        assert np.abs(lite - expected).max() < 0.1 * np.abs(expected).max()
