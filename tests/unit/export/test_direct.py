@@ -286,3 +286,22 @@ def test_versions_are_written_in_place_without_packing_a_flatbuffer(
         lite = TFLitePolicy(written).batch(obs[:32])
         _, _, expected = policy.activations(obs[:32])
         assert np.abs(lite - expected).max() < 0.1 * np.abs(expected).max()
+
+
+def test_a_prepared_template_spares_the_first_export_its_conversion(monkeypatch) -> None:
+    """``prepare_template`` converts a network's template ahead (the learner does it while
+    it sets up): the first export of a snapshot of that network converts nothing."""
+    from edge_rl.export import tflite as tflite_module
+    from edge_rl.export.tflite import prepare_template
+    from edge_rl.learner.outbound.packager import snapshot
+
+    network = make_q_network(4, 2, (12, 20), seed=0)  # a structure no other test exports
+    assert prepare_template(network, "int8", True)
+
+    class NoConversions:
+        def call(self, *args, **kwargs):
+            raise AssertionError("the first export converted a model")
+
+    monkeypatch.setattr(tflite_module, "default_worker", NoConversions)
+    exported = export_policy(snapshot(_trained(network, seed=2)), _obs("dqn", 300, seed=0), "int8")
+    assert exported.path == "direct"
