@@ -28,6 +28,7 @@ from edge_rl.export.tflite import (
     prepare_template,
     start_export_worker,
 )
+from edge_rl.export.worker import CALL_TIMEOUT_S
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.specs import EnvSpec
@@ -98,7 +99,7 @@ class PolicyPackager:
         warm_up, e = self._warm_up, self.cfg.export
 
         def run() -> None:
-            warm_up.join()
+            warm_up.join(CALL_TIMEOUT_S)  # the worker bounds its own calls too
             try:
                 prepare_template(network, e.precision, e.per_channel)
             except Exception:  # noqa: BLE001 - the first export makes the template instead
