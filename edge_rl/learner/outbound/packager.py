@@ -100,10 +100,16 @@ class PolicyPackager:
 
         def run() -> None:
             warm_up.join(CALL_TIMEOUT_S)  # the worker bounds its own calls too
+            t0 = time.perf_counter()
             try:
-                prepare_template(network, e.precision, e.per_channel)
+                made = prepare_template(network, e.precision, e.per_channel)
             except Exception:  # noqa: BLE001 - the first export makes the template instead
                 log.exception("export template not prepared; the first export converts it")
+                return
+            seconds = time.perf_counter() - t0
+            log.info(
+                "export: template %s at set-up (%.1f s)", "made" if made else "refused", seconds
+            )
 
         self._warm_up = threading.Thread(target=run, name="export-template", daemon=True)
         self._warm_up.start()
