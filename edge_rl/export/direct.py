@@ -79,6 +79,14 @@ class DirectExporter:
         self._announce(key, "converter")
         return tflite, "converter"
 
+    def prepare(
+        self, structure: Structure, obs: np.ndarray, precision: str, per_channel: bool
+    ) -> bool:
+        """Make the template of ``structure`` now (a conversion, ~1-5 s), not at its first
+        export; whether there is one. ``obs [n, obs_dim]``: any observations of the right
+        width (the template's values and ranges are all rewritten by every export)."""
+        return self._template((structure, precision, per_channel), obs) is not None
+
     def _template(self, key: _Key, obs: np.ndarray) -> Template | None:
         with self._lock:
             if key in self._templates or key in self._no_template:

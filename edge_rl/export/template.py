@@ -16,8 +16,16 @@ lives::
 fp16 constants are each read through a DEQUANTIZE of their own. ``Template.write``
 fills in a ``FoldedPolicy``'s values, in each constant's own type: float32, float16, or the
 converter's int8 scheme (``edge_rl.export.quantise``) with activation ranges measured on
-the calibration observations, and packs a new flatbuffer. Anything the walk does not
-recognise raises ``TemplateError``: such a structure is exported by the converter alone.
+the calibration observations. Anything the walk does not recognise raises
+``TemplateError``: such a structure is exported by the converter alone.
+
+Every value a version changes has a fixed size (the structure fixes the shapes, the
+precision and scale layout fix the quantisation vectors), so the flatbuffer is packed once,
+by ``parse``, and a version is written into that one buffer in place: ``parse`` finds each
+constant's data and each quantisation's scale and zero-point vectors with the schema's
+reader (``Model.GetRootAs``), whose ``...AsNumpy`` accessors are NumPy views into the
+packed bytes, and ``write`` assigns to those views and returns a copy of the bytes. No
+flatbuffer is packed per version (packing in Python was ~40 % of an export).
 
 The template must come from a conversion of *generic* values (``generic_policy``): the
 converter drops a bias that is all zeros and may share equal constants, so a template
@@ -28,6 +36,7 @@ needs. Constant buffers are written 16-byte aligned, as the converter writes the
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass
 
 import flatbuffers
@@ -115,8 +124,11 @@ class Template:
         self._consts = consts
         self._ranges = ranges
         self._layers = layers
-        self._size = size  # the template's bytes: the builder's first guess
         self._check_slots(per_channel)
+        self._lock = threading.Lock()  # one write at a time: they share self._bytes
+        quantised = _quant_slots(consts, layers, ranges, model)
+        self._bytes = _pack(model, quantised, size)
+        self._views = _Views.find(self._bytes, consts, quantised)
 
     @classmethod
     def parse(
@@ -138,7 +150,6 @@ class Template:
             per_channel,
             len(tflite),
         )
-        model.buffers = [_aligned(b) for b in model.buffers]
         return template
 
     def write(self, policy: FoldedPolicy, calibration_obs: np.ndarray) -> bytes:
@@ -146,32 +157,26 @@ class Template:
         activation ranges from ``calibration_obs [n, obs_dim]``."""
         if policy.structure != self.structure:
             raise TemplateError("the policy's structure is not the template's")
-        graph = copy.copy(self._model.subgraphs[0])
-        graph.tensors = list(graph.tensors)
-        buffers = list(self._model.buffers)
-        scales: dict[int, float] = {}  # int8 activation tensor -> its new scale
-        if self.precision == "int8":
-            scales = self._write_ranges(graph, policy, calibration_obs)
-        weight_quant = self._fc_quant(graph, policy, scales)
-        for slot in self._consts:
-            tensor = graph.tensors[slot.tensor]
-            value = _value(policy, slot)
-            if slot.tensor in weight_quant:
-                q, data = weight_quant[slot.tensor]
-                graph.tensors[slot.tensor] = _with_quant(tensor, q)
-            else:
-                data = value.astype(_FLOAT_TYPES[tensor.type])
-            buffers[tensor.buffer] = _aligned_data(data)
-        model = copy.copy(self._model)
-        model.subgraphs = [graph]
-        model.buffers = buffers
-        builder = flatbuffers.Builder(self._size + 4096)
-        builder.Finish(model.Pack(builder), file_identifier=_IDENTIFIER)
-        return bytes(builder.Output())
+        graph = self._model.subgraphs[0]
+        with self._lock:
+            scales: dict[int, float] = {}  # int8 activation tensor -> its new scale
+            if self.precision == "int8":
+                scales = self._write_ranges(policy, calibration_obs)
+            weight_quant = self._fc_quant(graph, policy, scales)
+            for slot in self._consts:
+                if slot.tensor in weight_quant:
+                    scale, data = weight_quant[slot.tensor]
+                    _assign(self._views.scales[slot.tensor], scale, slot)
+                else:
+                    data = _value(policy, slot).astype(
+                        _FLOAT_TYPES[graph.tensors[slot.tensor].type]
+                    )
+                _assign(
+                    self._views.data[slot.tensor], np.ascontiguousarray(data).view(np.uint8), slot
+                )
+            return bytes(self._bytes)
 
-    def _write_ranges(
-        self, graph: schema.SubGraphT, policy: FoldedPolicy, obs: np.ndarray
-    ) -> dict[int, float]:
+    def _write_ranges(self, policy: FoldedPolicy, obs: np.ndarray) -> dict[int, float]:
         """The int8 activations' scale and zero point from the float network's ranges on
         the calibration observations (the converter's calibrator: min and max)."""
         z, pre, _ = policy.activations(obs)
@@ -182,16 +187,16 @@ class Template:
             if slot.relu:
                 low, high = max(low, 0.0), max(high, 0.0)
             scale, zero_point = quantise.activation_params(low, high)
-            q = _quant(np.array([scale], np.float32), np.array([zero_point], np.int64), 0)
-            graph.tensors[slot.tensor] = _with_quant(graph.tensors[slot.tensor], q)
+            self._views.scales[slot.tensor][0] = scale
+            self._views.zero_points[slot.tensor][0] = zero_point
             scales[slot.tensor] = scale
         return scales
 
     def _fc_quant(
         self, graph: schema.SubGraphT, policy: FoldedPolicy, scales: dict[int, float]
-    ) -> dict[int, tuple[schema.QuantizationParametersT, np.ndarray]]:
-        """Per int8 weights / int32 bias tensor: its quantisation and data."""
-        out: dict[int, tuple[schema.QuantizationParametersT, np.ndarray]] = {}
+    ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per int8 weights / int32 bias tensor: its scales and data (zero points are 0)."""
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for slot in self._layers:
             if graph.tensors[slot.weights].type != _TYPES.INT8:
                 continue
@@ -202,11 +207,10 @@ class Template:
                 input_scale = float(graph.tensors[slot.input].quantization.scale[0])
             weights = layer.kernel.T  # [out, in]
             w_scale, b_scale = quantise.fc_scales(weights, layer.bias, input_scale, per_channel)
-            zeros = np.zeros(w_scale.shape, np.int64)
             qw = quantise.quantise(weights, w_scale[:, None], 0, np.int8)
             qb = quantise.quantise(layer.bias, b_scale, 0, np.int32)
-            out[slot.weights] = (_quant(w_scale, zeros, 0), qw)
-            out[slot.bias] = (_quant(b_scale.astype(np.float32), zeros, 0), qb)
+            out[slot.weights] = (w_scale.astype(np.float32), qw)
+            out[slot.bias] = (b_scale.astype(np.float32), qb)
         return out
 
     def _check_slots(self, per_channel: bool) -> None:
@@ -352,18 +356,84 @@ def _with_quant(tensor: schema.TensorT, q: schema.QuantizationParametersT) -> sc
     return tensor
 
 
+def _quant_slots(
+    consts: list[ConstSlot], layers: list[FCSlot], ranges: list[RangeSlot], model: schema.ModelT
+) -> set[int]:
+    """The tensors whose quantisation ``write`` refills: int8 activations, weights, biases."""
+    tensors = model.subgraphs[0].tensors
+    int8 = {s.tensor for s in consts if tensors[s.tensor].type in (_TYPES.INT8, _TYPES.INT32)}
+    fc = {t for layer in layers for t in (layer.weights, layer.bias) if t in int8}
+    return fc | {r.tensor for r in ranges}
+
+
+def _pack(model: schema.ModelT, quantised: set[int], size: int) -> bytearray:
+    """The template packed once: constant data 16-byte aligned, and each tensor in
+    ``quantised`` with a quantisation of scales and zero points alone, on dimension 0 (the
+    vectors ``write`` refills; the converter's min / max, if any, no longer hold)."""
+    graph = copy.copy(model.subgraphs[0])
+    graph.tensors = list(graph.tensors)
+    for t in sorted(quantised):
+        tensor = graph.tensors[t]
+        q = tensor.quantization
+        if q is None or q.scale is None or len(q.scale) == 0:
+            raise TemplateError(f"tensor {tensor.name!r} has no quantisation to refill")
+        n = len(q.scale)
+        zero = np.zeros(n, np.int64) if q.zeroPoint is None else np.asarray(q.zeroPoint, np.int64)
+        if len(zero) != n:
+            raise TemplateError(f"tensor {tensor.name!r}: {n} scales, {len(zero)} zero points")
+        graph.tensors[t] = _with_quant(tensor, _quant(np.asarray(q.scale, np.float32), zero, 0))
+    packed = copy.copy(model)
+    packed.subgraphs = [graph]
+    packed.buffers = [_aligned(b) for b in model.buffers]
+    builder = flatbuffers.Builder(size + 4096)
+    builder.Finish(packed.Pack(builder), file_identifier=_IDENTIFIER)
+    return bytearray(builder.Output())
+
+
+@dataclass(frozen=True)
+class _Views:
+    """NumPy views into a packed template, by tensor index: what ``write`` assigns to."""
+
+    data: dict[int, np.ndarray]  # constant tensor -> its buffer's bytes (uint8)
+    scales: dict[int, np.ndarray]  # quantised tensor -> its scales (float32)
+    zero_points: dict[int, np.ndarray]  # quantised tensor -> its zero points (int64)
+
+    @classmethod
+    def find(cls, packed: bytearray, consts: list[ConstSlot], quantised: set[int]) -> _Views:
+        """The views, read with the schema's reader; ``TemplateError`` if any is missing,
+        read-only, or overlaps another (each slot must own its bytes)."""
+        model = schema.Model.GetRootAs(packed, 0)
+        graph = model.Subgraphs(0)
+        data = {
+            s.tensor: model.Buffers(graph.Tensors(s.tensor).Buffer()).DataAsNumpy() for s in consts
+        }
+        scales, zero_points = {}, {}
+        for t in quantised:
+            q = graph.Tensors(t).Quantization()
+            scales[t], zero_points[t] = q.ScaleAsNumpy(), q.ZeroPointAsNumpy()
+        views = [*data.values(), *scales.values(), *zero_points.values()]
+        if not all(isinstance(v, np.ndarray) and v.size and v.flags.writeable for v in views):
+            raise TemplateError("a constant or quantisation vector is empty in the packed model")
+        for i, a in enumerate(views):
+            if any(np.shares_memory(a, b) for b in views[i + 1 :]):
+                raise TemplateError("two refilled vectors share bytes in the packed model")
+        return cls(data, scales, zero_points)
+
+
+def _assign(view: np.ndarray, values: np.ndarray, slot: ConstSlot) -> None:
+    """``values`` into ``view``, which must hold exactly as many."""
+    values = np.ascontiguousarray(values).reshape(-1)
+    if values.size != view.size:
+        raise TemplateError(f"{slot}: {values.size} values for a slot of {view.size}")
+    view[:] = values
+
+
 def _aligned(buffer: schema.BufferT) -> _AlignedBufferT:
     aligned = _AlignedBufferT()
     aligned.data = buffer.data
     aligned.offset = buffer.offset
     aligned.size = buffer.size
     return aligned
-
-
-def _aligned_data(values: np.ndarray) -> _AlignedBufferT:
-    buffer = _AlignedBufferT()
-    buffer.data = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-    return buffer
 
 
 def generic_policy(structure: Structure, seed: int = 0) -> FoldedPolicy:

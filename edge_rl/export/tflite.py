@@ -44,7 +44,7 @@ import keras
 import numpy as np
 
 from edge_rl.export import convert
-from edge_rl.export.direct import DirectExporter
+from edge_rl.export.direct import TEMPLATE_ROWS, DirectExporter
 from edge_rl.export.folded import FoldedPolicy, fold
 from edge_rl.export.layers import Affine
 from edge_rl.export.worker import default_worker
@@ -129,6 +129,24 @@ def export_policy(
         obs_std=tuple(float(s) for s in std),
         convert_seconds=convert_seconds,
         path=path,
+    )
+
+
+def prepare_template(model: keras.Model, precision: str = "int8", per_channel: bool = True) -> bool:
+    """Convert the template of ``model``'s structure now, so that its first export writes
+    into it instead of waiting for the conversion (``edge_rl.export.direct``); whether the
+    structure has a template. The learner does it while it sets up, beside the worker's
+    TensorFlow import. ``model``'s values do not matter, only its layers."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    if not dense:
+        raise ValueError("export needs a plain stack of Dense layers")
+    obs_dim = int(dense[0].kernel.shape[0])
+    policy = fold(model, np.zeros(obs_dim), np.ones(obs_dim))
+    rows = np.random.default_rng(0).normal(size=(TEMPLATE_ROWS, obs_dim))
+    return _exporter.prepare(
+        policy.structure, rows.astype(np.float32), precision, bool(per_channel)
     )
 
 

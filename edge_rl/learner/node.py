@@ -118,6 +118,7 @@ class LearnerNode:
         self.algo = make_algo(cfg, self.spec)
         self.trainer = Trainer(self.algo, self.replay, cfg, lambda: self.env_steps, self.clocks)
         self.packager = PolicyPackager(cfg, self.spec, self.replay, run_dir, self.signer, rid)
+        self.packager.prepare(self.algo.policy_network)  # its template, while we set up
         self.broadcast = PolicyBroadcast(topics, publish, self.packager, cfg.transport)
         self.selection = ModelSelection.for_run(cfg, self.packager)
         self.exporter = Exporter(

@@ -23,6 +23,10 @@ from edge_rl.wire.envelope import (
 from edge_rl.wire.signing import Signer, Verifier
 
 CODECS = ("zlib", "none", "blocks")
+# The "zlib" codec's level. An int8 model is mostly weight bytes that deflate barely
+# shrinks: on the CartPole example's 85 KB model level 6 is 0.01 % larger than level 9 in
+# ~60 % of its time (docs/benchmarks.md, pipeline bubbles); any level inflates alike.
+ZLIB_LEVEL = 6
 
 
 def compress_model(
@@ -31,7 +35,7 @@ def compress_model(
     """``model`` packed by ``codec``. "blocks" needs the model's weight ``regions``, found on
     the host by ``edge_rl.export.regions.weight_regions``; the others ignore them."""
     if codec == "zlib":
-        return zlib.compress(model, 9)
+        return zlib.compress(model, ZLIB_LEVEL)
     if codec == "none":
         return model
     if codec == "blocks":

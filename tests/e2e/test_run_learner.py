@@ -4,6 +4,7 @@ subprocess for the learner (its embedded Mosquitto and simulated actors are proc
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -32,7 +33,8 @@ TINY = {
 
 
 @pytest.mark.slow
-def test_run_learner_in_process_on_an_embedded_mosquitto(tmp_path, mosquitto_available):
+def test_run_learner_in_process_on_an_embedded_mosquitto(tmp_path, mosquitto_available, caplog):
+    caplog.set_level(logging.INFO, logger="edge_rl.learner.outbound.packager")
     cfg = load_run_config(ROOT / "examples" / "cartpole_dqn.yaml", TINY)
     run = tmp_path / "run"
     options = LearnOptions(embedded_broker="mosquitto", live_view=False)
@@ -45,3 +47,5 @@ def test_run_learner_in_process_on_an_embedded_mosquitto(tmp_path, mosquitto_ava
     assert load_run_config(run / "config.yaml") == cfg
     assert (run / "signing.pub").exists() and (run / "policy.tflite").exists()
     assert list(run.glob("mosquitto-*.log")) and (run / "fleet" / "sim-01.log").exists()
+    # The export template is converted while the learner sets up, not by the first export.
+    assert "export: template made at set-up" in caplog.text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +22,13 @@ import numpy as np
 
 from edge_rl.agents.algo import Algo
 from edge_rl.config import RunConfig
-from edge_rl.export.tflite import ExportedModel, export_policy, start_export_worker
+from edge_rl.export.tflite import (
+    ExportedModel,
+    export_policy,
+    prepare_template,
+    start_export_worker,
+)
+from edge_rl.export.worker import CALL_TIMEOUT_S
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.specs import EnvSpec
@@ -84,9 +91,33 @@ class PolicyPackager:
         self.failed = 0
         self._warm_up = start_export_worker()  # conversions run in a child process: start it
 
+    def prepare(self, network: Any) -> None:
+        """Convert ``network``'s template in the background once the worker is up, so that
+        the first export (on the exporter thread, while training runs) writes into it
+        instead of converting: 1-5 s of the exporter's time, and of the fleet's wait for
+        its first policy. A failure is logged; the first export then converts."""
+        warm_up, e = self._warm_up, self.cfg.export
+
+        def run() -> None:
+            warm_up.join(CALL_TIMEOUT_S)  # the worker bounds its own calls too
+            t0 = time.perf_counter()
+            try:
+                made = prepare_template(network, e.precision, e.per_channel)
+            except Exception:  # noqa: BLE001 - the first export makes the template instead
+                log.exception("export template not prepared; the first export converts it")
+                return
+            seconds = time.perf_counter() - t0
+            log.info(
+                "export: template %s at set-up (%.1f s)", "made" if made else "refused", seconds
+            )
+
+        self._warm_up = threading.Thread(target=run, name="export-template", daemon=True)
+        self._warm_up.start()
+
     def wait_ready(self, timeout: float) -> None:
-        """Until the export worker has imported TensorFlow (bounded): a first export that
-        waits for it (10-28 s on a busy 2-core host) would leave the fleet on random actions."""
+        """Until the export worker has imported TensorFlow and, after ``prepare``, made the
+        template (bounded): a first export that waits for them (10-28 s on a busy 2-core
+        host) would leave the fleet on random actions."""
         self._warm_up.join(timeout)
 
     def export(

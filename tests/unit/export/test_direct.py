@@ -252,3 +252,56 @@ def test_written_constants_start_on_16_byte_boundaries() -> None:
     assert exported.path == "direct"
     regions = weight_regions(exported.tflite)
     assert len(regions) == 3 and all(r.offset % 16 == 0 for r in regions), regions
+
+
+@pytest.mark.parametrize(("precision", "per_channel"), PRECISIONS)
+def test_versions_are_written_in_place_without_packing_a_flatbuffer(
+    monkeypatch, precision: str, per_channel: bool
+) -> None:
+    """A version is assigned into the template's one packed buffer: no flatbuffer is built
+    per version, each write returns its own bytes, and nothing of an earlier version is
+    left in a later one (A, B, A again gives A's bytes)."""
+    from edge_rl.export import template as template_module
+    from edge_rl.export.template import generic_policy
+    from edge_rl.export.tflite import _convert
+
+    obs = _obs("dqn", 300, seed=0)
+    versions = []
+    for seed in (1, 2):
+        model = _trained(make_q_network(4, 2, (16, 16), seed=0), seed=seed)
+        versions.append(fold(model, obs.mean(axis=0), np.maximum(obs.std(axis=0), MIN_OBS_STD)))
+    structure = versions[0].structure
+    tflite = _convert(generic_policy(structure), obs[:64], precision, per_channel)
+    template = Template.parse(tflite, structure, precision, per_channel)
+
+    def no_builder(*args, **kwargs):
+        raise AssertionError("a flatbuffer was packed for a version")
+
+    monkeypatch.setattr(template_module.flatbuffers, "Builder", no_builder)
+    a = template.write(versions[0], obs)
+    b = template.write(versions[1], obs[::-1].copy() * 1.5)
+    again = template.write(versions[0], obs)
+    assert isinstance(a, bytes) and a == again and a != b and len(a) == len(b)
+    for written, policy in ((a, versions[0]), (b, versions[1])):
+        lite = TFLitePolicy(written).batch(obs[:32])
+        _, _, expected = policy.activations(obs[:32])
+        assert np.abs(lite - expected).max() < 0.1 * np.abs(expected).max()
+
+
+def test_a_prepared_template_spares_the_first_export_its_conversion(monkeypatch) -> None:
+    """``prepare_template`` converts a network's template ahead (the learner does it while
+    it sets up): the first export of a snapshot of that network converts nothing."""
+    from edge_rl.export import tflite as tflite_module
+    from edge_rl.export.tflite import prepare_template
+    from edge_rl.learner.outbound.packager import snapshot
+
+    network = make_q_network(4, 2, (12, 20), seed=0)  # a structure no other test exports
+    assert prepare_template(network, "int8", True)
+
+    class NoConversions:
+        def call(self, *args, **kwargs):
+            raise AssertionError("the first export converted a model")
+
+    monkeypatch.setattr(tflite_module, "default_worker", NoConversions)
+    exported = export_policy(snapshot(_trained(network, seed=2)), _obs("dqn", 300, seed=0), "int8")
+    assert exported.path == "direct"

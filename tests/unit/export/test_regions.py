@@ -140,5 +140,8 @@ def test_blocks_codec_shrinks_a_gst_policy(gst_policy, precision: str, per_chann
     sizes = {c: len(p) for c, p in payloads.items()}
     print(f"\n{precision} per_channel={per_channel}: payload bytes {sizes}")
     assert sizes["blocks"] < RATIO[precision, per_channel] * sizes["zlib"], sizes
-    assert sizes["zlib"] == len(zlib.compress(tflite, 9))  # "zlib" unchanged
+    # "zlib" is a plain zlib stream of the model, at the codec's level (6: as small as 9 to
+    # 0.01 % on int8 models, in less time; docs/benchmarks.md)
+    assert payloads["zlib"] == zlib.compress(tflite, 6)
+    assert zlib.decompress(payloads["zlib"]) == tflite
     assert decompress_model(payloads["blocks"], "blocks", len(tflite)) == tflite

@@ -51,3 +51,40 @@ def test_lockstep_episodes_on_kept_envs_equal_fresh_envs_one_at_a_time(models) -
         evaluator.close()
     with pytest.raises(ValueError, match="episodes"):
         evaluate(models[0], "CartPole-v1", 0)
+
+
+def controller(w: list[float]) -> bytes:
+    """A Q-network whose greedy action is a linear controller's, ``w . obs > 0`` (push
+    right), exported in fp32: long episodes, unlike an untrained net's."""
+    net = make_q_network(4, 2, (8, 8), seed=0)
+    first, second, head = np.zeros((4, 8)), np.zeros((8, 8)), np.zeros((8, 2))
+    first[:, 0], first[:, 1] = w, np.negative(w)  # relu(w . obs), relu(-w . obs)
+    second[0, 0] = second[1, 1] = 1.0
+    head[0], head[1] = (-1.0, 1.0), (1.0, -1.0)  # Q = (-w . obs, w . obs)
+    for layer, kernel in zip(net.layers, (first, second, head), strict=True):
+        layer.kernel.assign(kernel.astype(np.float32))
+        layer.bias.assign(np.zeros(layer.bias.shape, np.float32))
+    obs = np.random.default_rng(0).normal(size=(500, 4)).astype(np.float32) * 0.3
+    return export_policy(net, obs, "fp32").tflite
+
+
+def test_cartpole_episodes_step_in_gymnasiums_vector_env(monkeypatch) -> None:
+    """CartPole's episodes run in its vector env, and each return is a fresh env's: a
+    controller that balances to the time limit, and one whose episodes end at many lengths."""
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    evaluator = Evaluator("CartPole-v1")
+    try:
+        lengths = set()
+        for w, seed in (([0.1, 0.5, 3.0, 1.0], 20_000), ([0.0, -0.2, 1.0, 0.1], 30_000)):
+            model = controller(w)
+            expected = alone(model, 12, seed)
+            with monkeypatch.context() as m:
+                m.setattr(CartPoleEnv, "step", lambda *a: pytest.fail("a single env stepped"))
+                result = evaluator.run(model, 12, seed=seed)
+            assert result.returns == expected
+            assert result.lengths == tuple(int(r) for r in expected)
+            lengths |= set(result.lengths)
+        assert 500 in lengths and len(lengths) > 4  # the time limit, and falls at many steps
+    finally:
+        evaluator.close()
