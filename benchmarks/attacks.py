@@ -58,7 +58,7 @@ HEADERS = [
     "attack",
     "arm",
     "refused by: counter",
-    "attacker's rows taken / its grant",
+    "attacker's rows taken of its grant",
     "budget reached",
     "deployed return, attacked",
     "clean, same seed",
@@ -80,7 +80,7 @@ def _ret(r: dict) -> str:
 def _share(actor: str):
     def cell(r: dict) -> str:
         taken = r["taken_by_actor"].get(actor, 0)
-        return f"{taken:,} / {r['granted'].get(actor, 0):,}"
+        return f"{taken:,} of {r['granted'].get(actor, 0):,}"
 
     return cell
 
@@ -99,6 +99,14 @@ def _stranger(r: dict) -> str:
     reached += sum(r["rejected"].get(k, 0) for k in ("not_owner", "not_granted"))
     reached += r["actor_sessions_refused"]
     return f"broker ACL: {reached} reached the learner"
+
+
+def _honest_quarantined(r: dict) -> str:
+    """Boards of the honest fleet the quarantine isolated: false positives."""
+    honest = {a: q for a, q in r["quarantined"].items() if a.startswith("sim-")}
+    if not honest:
+        return "no board quarantined"
+    return ", ".join(f"{a} quarantined at {q['env_steps']:,}" for a, q in honest.items())
 
 
 def _resumed(r: dict) -> str:
@@ -198,7 +206,8 @@ def table(results: list[dict]) -> str:
     if clean:
         yes = _each(clean, lambda r: "yes" if r["env_steps"] == r["budget"] else "no")
         stalled = _each(clean, _stalls)
-        rows.append(["none", "clean", "-", "-", yes, _each(clean, _ret), "", stalled, "-", "-"])
+        caught = _each(clean, _honest_quarantined)
+        rows.append(["none", "clean", caught, "-", yes, _each(clean, _ret), "", stalled, "-", "-"])
     errors = [
         f"{r['arm']} seed {r['seed']}: {r['attack_error']}" for r in results if "attack_error" in r
     ]
