@@ -69,8 +69,8 @@ HEADERS = [
 
 
 def _each(results: list[dict], cell) -> str:
-    """One cell over the seeds: ``a / b``."""
-    return " / ".join(cell(r) for r in results)
+    """One cell over the seeds: ``a / b``; a seed the arm did not run for: "not run"."""
+    return " / ".join("not run" if r is None else cell(r) for r in results)
 
 
 def _ret(r: dict) -> str:
@@ -184,10 +184,10 @@ def table(results: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in results})
     rows = []
     for attack, arm, refused, actor in ROWS:
-        got = [by[(arm, s)] for s in seeds if (arm, s) in by]
-        if not got:
+        got = [by.get((arm, s)) for s in seeds]
+        if not any(got):
             continue
-        clean = [by.get(("clean", r["seed"]), {}) for r in got]
+        clean = [by.get(("clean", s), {}) for s in seeds]
         rows.append(
             [
                 attack,
@@ -202,8 +202,8 @@ def table(results: list[dict]) -> str:
                 _each(got, _rss),
             ]
         )
-    clean = [by[("clean", s)] for s in seeds if ("clean", s) in by]
-    if clean:
+    clean = [by.get(("clean", s)) for s in seeds]
+    if any(clean):
         yes = _each(clean, lambda r: "yes" if r["env_steps"] == r["budget"] else "no")
         stalled = _each(clean, _stalls)
         caught = _each(clean, _honest_quarantined)
