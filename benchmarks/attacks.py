@@ -58,7 +58,7 @@ HEADERS = [
     "attack",
     "arm",
     "refused by: counter",
-    "attacker's rows taken / its grant",
+    "attacker's rows taken of its grant",
     "budget reached",
     "deployed return, attacked",
     "clean, same seed",
@@ -69,8 +69,8 @@ HEADERS = [
 
 
 def _each(results: list[dict], cell) -> str:
-    """One cell over the seeds: ``a / b``."""
-    return " / ".join(cell(r) for r in results)
+    """One cell over the seeds: ``a / b``; a seed the arm did not run for: "not run"."""
+    return " / ".join("not run" if r is None else cell(r) for r in results)
 
 
 def _ret(r: dict) -> str:
@@ -80,7 +80,7 @@ def _ret(r: dict) -> str:
 def _share(actor: str):
     def cell(r: dict) -> str:
         taken = r["taken_by_actor"].get(actor, 0)
-        return f"{taken:,} / {r['granted'].get(actor, 0):,}"
+        return f"{taken:,} of {r['granted'].get(actor, 0):,}"
 
     return cell
 
@@ -99,6 +99,14 @@ def _stranger(r: dict) -> str:
     reached += sum(r["rejected"].get(k, 0) for k in ("not_owner", "not_granted"))
     reached += r["actor_sessions_refused"]
     return f"broker ACL: {reached} reached the learner"
+
+
+def _honest_quarantined(r: dict) -> str:
+    """Boards of the honest fleet the quarantine isolated: false positives."""
+    honest = {a: q for a, q in r["quarantined"].items() if a.startswith("sim-")}
+    if not honest:
+        return "no board quarantined"
+    return ", ".join(f"{a} quarantined at {q['env_steps']:,}" for a, q in honest.items())
 
 
 def _resumed(r: dict) -> str:
@@ -176,10 +184,10 @@ def table(results: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in results})
     rows = []
     for attack, arm, refused, actor in ROWS:
-        got = [by[(arm, s)] for s in seeds if (arm, s) in by]
-        if not got:
+        got = [by.get((arm, s)) for s in seeds]
+        if not any(got):
             continue
-        clean = [by.get(("clean", r["seed"]), {}) for r in got]
+        clean = [by.get(("clean", s), {}) for s in seeds]
         rows.append(
             [
                 attack,
@@ -194,11 +202,12 @@ def table(results: list[dict]) -> str:
                 _each(got, _rss),
             ]
         )
-    clean = [by[("clean", s)] for s in seeds if ("clean", s) in by]
-    if clean:
+    clean = [by.get(("clean", s)) for s in seeds]
+    if any(clean):
         yes = _each(clean, lambda r: "yes" if r["env_steps"] == r["budget"] else "no")
         stalled = _each(clean, _stalls)
-        rows.append(["none", "clean", "-", "-", yes, _each(clean, _ret), "", stalled, "-", "-"])
+        caught = _each(clean, _honest_quarantined)
+        rows.append(["none", "clean", caught, "-", yes, _each(clean, _ret), "", stalled, "-", "-"])
     errors = [
         f"{r['arm']} seed {r['seed']}: {r['attack_error']}" for r in results if "attack_error" in r
     ]
