@@ -96,6 +96,16 @@ class Aligned(NamedTuple):
 NOTHING = Aligned({}, {}, 0.0, 0.0)
 
 
+def median_noise(values: Sequence[float]) -> float:
+    """How far the median of ``values`` strays by chance, as the MAD of such medians over
+    boards would show it: 1.2533 × MAD / √n. Late in a CartPole run honest episodes return
+    anything from 10 to 500; four boards' medians of a few of them spread that widely."""
+    if len(values) < 2:
+        return 0.0
+    xs = np.asarray(values, float)
+    return SPAN_SPREAD * float(np.median(np.abs(xs - np.median(xs)))) / len(xs) ** 0.5
+
+
 def aligned_figures(
     samples: Mapping[str, Iterable[tuple[int, T]]],
     since: int,
@@ -447,7 +457,11 @@ class BoardWatch:
             return 0, NOTHING
         since = self._stretch(windows[a][0][0] for a in judged)
         samples = {a: list(boards[a].returns) for a in judged}
-        return since, self._aligned(samples, since, median_of)
+        aligned = self._aligned(samples, since, median_of)
+        own = [median_noise([r for c, r in samples[a] if c >= since]) for a in aligned.figures]
+        if own:
+            aligned = aligned._replace(noise=max(aligned.noise, median_of(own)))
+        return since, aligned
 
     def _aligned(
         self,
