@@ -98,12 +98,12 @@ NOTHING = Aligned({}, {}, 0.0, 0.0)
 
 def median_noise(values: Sequence[float]) -> float:
     """How far the median of ``values`` strays by chance, as the MAD of such medians over
-    boards would show it: 1.2533 × MAD / √n. Late in a CartPole run honest episodes return
-    anything from 10 to 500; four boards' medians of a few of them spread that widely."""
+    boards would show it: 0.6745 × 1.2533 × std / √n. Late in a CartPole run honest
+    episodes return anything from 10 to 500, half of them or more at one end (their MAD is
+    then 0, so the standard deviation); four boards' medians of a few spread that widely."""
     if len(values) < 2:
         return 0.0
-    xs = np.asarray(values, float)
-    return SPAN_SPREAD * float(np.median(np.abs(xs - np.median(xs)))) / len(xs) ** 0.5
+    return Z_SCALE * SPAN_SPREAD * float(np.std(values)) / len(values) ** 0.5
 
 
 def aligned_figures(
