@@ -27,9 +27,11 @@ stretch of the run agree up to noise. The rule, with ``QuarantineConfig``'s figu
   into weaker policies; the others are then judged on that stretch too, not on their
   newer data alone;
 * with at least ``min_boards`` judged boards, each figure's robust z-score is
-  ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, 1e-3)`` over the judged boards
-  not in quarantine; ``|z| > max_z`` on either figure quarantines the board (both ways: a
-  board far below the fleet is as suspect as one above it);
+  ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, noise, 1e-3)`` over the judged
+  boards not in quarantine, ``noise`` being what the figures' own noise gives (the spread
+  of a board's differences over the spans; for the return, also a median's of its
+  returns); ``|z| > max_z`` on either figure quarantines the board (both ways: a board far
+  below the fleet is as suspect as one above it);
 * a board with ``min_refused`` refused batches or more, more than ``max_refused_share`` of
   all its batches, is quarantined whatever the fleet's size.
 
