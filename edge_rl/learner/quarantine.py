@@ -27,9 +27,11 @@ stretch of the run agree up to noise. The rule, with ``QuarantineConfig``'s figu
   into weaker policies; the others are then judged on that stretch too, not on their
   newer data alone;
 * with at least ``min_boards`` judged boards, each figure's robust z-score is
-  ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, 1e-3)`` over the judged boards
-  not in quarantine; ``|z| > max_z`` on either figure quarantines the board (both ways: a
-  board far below the fleet is as suspect as one above it);
+  ``0.6745 × (x − median) / max(MAD, mad_floor × |median|, noise, 1e-3)`` over the judged
+  boards not in quarantine, ``noise`` being what the figures' own noise gives (the spread
+  of a board's differences over the spans; for the return, also a median's of its
+  returns); ``|z| > max_z`` on either figure quarantines the board (both ways: a board far
+  below the fleet is as suspect as one above it);
 * a board with ``min_refused`` refused batches or more, more than ``max_refused_share`` of
   all its batches, is quarantined whatever the fleet's size.
 
@@ -94,6 +96,16 @@ class Aligned(NamedTuple):
 
 
 NOTHING = Aligned({}, {}, 0.0, 0.0)
+
+
+def median_noise(values: Sequence[float]) -> float:
+    """How far the median of ``values`` strays by chance, as the MAD of such medians over
+    boards would show it: 0.6745 × 1.2533 × std / √n. Late in a CartPole run honest
+    episodes return anything from 10 to 500, half of them or more at one end (their MAD is
+    then 0, so the standard deviation); four boards' medians of a few spread that widely."""
+    if len(values) < 2:
+        return 0.0
+    return Z_SCALE * SPAN_SPREAD * float(np.std(values)) / len(values) ** 0.5
 
 
 def aligned_figures(
@@ -447,7 +459,11 @@ class BoardWatch:
             return 0, NOTHING
         since = self._stretch(windows[a][0][0] for a in judged)
         samples = {a: list(boards[a].returns) for a in judged}
-        return since, self._aligned(samples, since, median_of)
+        aligned = self._aligned(samples, since, median_of)
+        own = [median_noise([r for c, r in samples[a] if c >= since]) for a in aligned.figures]
+        if own:
+            aligned = aligned._replace(noise=max(aligned.noise, median_of(own)))
+        return since, aligned
 
     def _aligned(
         self,

@@ -189,6 +189,40 @@ def test_a_board_at_the_bounds_edge_among_noisy_random_boards_is_quarantined(see
     assert watch.quarantined()["evil"].rule == "reward"
 
 
+def cartpole_late(seed: int, draw, outlier: bool = False, rounds: int = 60) -> BoardWatch:
+    """Four honest boards taking turns, one episode a batch, its return drawn by ``draw``;
+    ``outlier``: a fifth whose every episode returns 200. The shipped rule after every round."""
+    rng = np.random.default_rng(seed)
+    watch = BoardWatch(SHIPPED, every_s=0.0)
+    actors = ["h0", "h1", "h2", "h3"] + (["evil"] if outlier else [])
+    for t in range(rounds):
+        for actor in actors:
+            ret = 200.0 if actor == "evil" else draw(rng)
+            watch.accepted(actor, np.ones(int(ret), np.float32), [ret])
+        watch.judge(0, now=float(t))
+    return watch
+
+
+def bimodal(rng: np.random.Generator) -> float:
+    """Late in a CartPole run: half the episodes fall at once, the rest last long."""
+    return float(rng.choice([rng.integers(9, 30), rng.integers(100, 300), 500], p=[0.5, 0.3, 0.2]))
+
+
+def test_honest_boards_whose_returns_spread_from_10_to_500_are_not_quarantined():
+    """Seed 5: on the spans' spread alone, h0 and then h1 reached z 7.7 (their medians of
+    a few such episodes are far apart by chance); a median's own noise keeps them below 6."""
+    watch = cartpole_late(5, bimodal)
+    assert watch.quarantined() == {}
+    assert max(b.peak_z for b in watch.stats().boards.values()) < SHIPPED.max_z
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_board_returning_200_among_boards_returning_about_30_is_quarantined(seed):
+    watch = cartpole_late(seed, lambda rng: max(8.0, rng.normal(30.0, 12.0)), outlier=True)
+    assert set(watch.quarantined()) == {"evil"}
+    assert watch.quarantined()["evil"].rule == "return"
+
+
 def test_too_few_transitions_are_not_judged():
     watch = BoardWatch(RULE)
     for actor, mean in {"a": -6.0, "b": -6.1, "c": -5.9}.items():
