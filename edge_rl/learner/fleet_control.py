@@ -177,6 +177,7 @@ class FleetControl:
         self._grants: dict[str, CreditGrant] = {}  # the last grant published to each actor
         self._granted_at: dict[str, float] = {}  # actor -> when its last grant went out
         self._grant_rate = RateBound(cfg.fleet.max_grants_per_s)
+        self.grants_unsent = 0  # grants the transport refused: sent again next round
         self.max_actors = cfg.fleet.max_actors
         self.actors_refused = 0
         self.state: RunState = "running"
@@ -386,10 +387,16 @@ class FleetControl:
             self._send_grant(actor, grant)
 
     def _send_grant(self, actor: str, grant: CreditGrant) -> None:  # holds _lock
+        """Record ``grant`` and publish it. One the transport refused (its queue full, or
+        not connected) is not taken as sent, and the next round sends it again: a grant
+        goes out only when it changes, so a lost one would never be repeated, and a board
+        that never hears of its credit does not step, is frozen as idle, and starves."""
+        self.grants.set(actor, grant.session, grant.credit)  # before it can step under it
+        if not self._publish(self.topics.credit(actor), encode_credit(grant), retain=True):
+            self.grants_unsent += 1
+            return
         self._grants[actor] = grant
         self._granted_at[actor] = time.monotonic()
-        self.grants.set(actor, grant.session, grant.credit)  # before it can step under it
-        self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
 
     def _lost(self, actor: str, received: int, at_learner: int) -> int:  # holds _lock
         """Transitions of ``actor``'s current process that will not arrive: what it reports

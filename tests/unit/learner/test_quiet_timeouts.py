@@ -32,6 +32,7 @@ class Fleet:
         self.credit: dict[str, int] = {}
         self.interval = 0.0
         self.delivered: dict[str, int] = {}
+        self.refuse: set[str] = set()  # boards whose grants the transport refuses
         cfg = RunConfig(
             env_id="CartPole-v1",
             run="quiet",
@@ -46,6 +47,8 @@ class Fleet:
         self.fc = FleetControl(cfg, TOPICS, self._publish, self._received, RUN_ID)
 
     def _publish(self, topic: str, payload: bytes, **_) -> bool:
+        if TOPICS.actor_of(topic) in self.refuse:
+            return False
         if topic.endswith("/credit") and payload:
             self.credit[TOPICS.actor_of(topic)] = decode_credit(payload).credit
         elif topic == TOPICS.control:
@@ -114,3 +117,14 @@ def test_a_board_that_waited_for_its_first_grant_is_not_idle_when_it_gets_one(mo
     fleet.now = 10.05
     fleet.fc.send("running", updates=50)
     assert fleet.outstanding() <= LEAD
+
+
+def test_a_grant_the_transport_refused_is_sent_again(monkeypatch):
+    fleet = Fleet(monkeypatch, max_statuses_per_s=0.0)
+    fleet.refuse.add("a")  # the learner's queue is full when a's first grant goes out
+    fleet.status("a")
+    fleet.fc.send("running")
+    assert "a" not in fleet.credit and fleet.fc.grants_unsent == 1
+    fleet.refuse.clear()
+    fleet.fc.send("running")  # nothing changed in the ledger: the grant goes out all the same
+    assert fleet.credit["a"] == 50
