@@ -25,8 +25,9 @@ session's grant (``Grants``) is refused and counted (``status_over_credit``): an
 steps only under credit, so such a status is false, and its claim must not become credit.
 Each grant is written to ``Grants`` before it is published: ingest bounds an actor's data
 by it. No actor holds more than half the lead; one that holds credit and neither steps nor
-delivers for ``credit_timeout_s`` is granted no more, and what it holds is granted again to
-the others (the lead is overcommitted by at most what idle actors hold: ingest takes no
+delivers for ``credit_timeout_s`` (at least two stated status intervals; the clock starts
+when it comes to hold credit) is granted no more, and what it holds is granted again to the
+others (the lead is overcommitted by at most what idle actors hold: ingest takes no
 more than a grant, nor past the budget). A quarantined board (learner/quarantine.py) is
 granted nothing more.
 
@@ -106,6 +107,9 @@ def held_at_most(lead: int, online: int, min_share: int) -> int:
 # Below this interval the boards' own (at least 0.05 s, docs/protocol.md §5) keeps the bound.
 MIN_STATED_INTERVAL_S = 0.05
 STATUS_INTERVAL_STEP_S = 0.25  # stated intervals are whole steps: the control rarely changes
+# Timeouts that read statuses (idle credit, written-off transitions, an id's silence) last at
+# least this many stated status intervals: one status late or lost is not silence.
+QUIET_INTERVALS = 2
 
 
 def status_interval(boards: int, max_statuses_per_s: float) -> float:
@@ -173,6 +177,7 @@ class FleetControl:
         self._grants: dict[str, CreditGrant] = {}  # the last grant published to each actor
         self._granted_at: dict[str, float] = {}  # actor -> when its last grant went out
         self._grant_rate = RateBound(cfg.fleet.max_grants_per_s)
+        self.grants_unsent = 0  # grants the transport refused: sent again next round
         self.max_actors = cfg.fleet.max_actors
         self.actors_refused = 0
         self.state: RunState = "running"
@@ -310,6 +315,10 @@ class FleetControl:
             if msg != self._last:
                 self.state = state
                 self._last = msg
+                # An id is free for another process after silence: at least two intervals.
+                self.ids.window_s = max(
+                    self.cfg.fleet.identity_window_s, QUIET_INTERVALS * interval
+                )
                 # Under the lock: a "running" must never overtake the "paused" sent after it.
                 # A final state waits for the broker's acknowledgement (bounded): the learner
                 # leaves soon after, and its boards must have it retained.
@@ -378,15 +387,21 @@ class FleetControl:
             self._send_grant(actor, grant)
 
     def _send_grant(self, actor: str, grant: CreditGrant) -> None:  # holds _lock
+        """Record ``grant`` and publish it. One the transport refused (its queue full, or
+        not connected) is not taken as sent, and the next round sends it again: a grant
+        goes out only when it changes, so a lost one would never be repeated, and a board
+        that never hears of its credit does not step, is frozen as idle, and starves."""
+        self.grants.set(actor, grant.session, grant.credit)  # before it can step under it
+        if not self._publish(self.topics.credit(actor), encode_credit(grant), retain=True):
+            self.grants_unsent += 1
+            return
         self._grants[actor] = grant
         self._granted_at[actor] = time.monotonic()
-        self.grants.set(actor, grant.session, grant.credit)  # before it can step under it
-        self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
 
     def _lost(self, actor: str, received: int, at_learner: int) -> int:  # holds _lock
         """Transitions of ``actor``'s current process that will not arrive: what it reports
         dropped; what the learner itself dropped (``at_learner``, part of what is in transit);
-        and what it reports sent that has not arrived for ``credit_timeout_s``."""
+        and what it reports sent that has not arrived for ``quiet_s``."""
         s = self._actors[actor]
         now = time.monotonic()
         last = self._progress.get(actor)
@@ -394,13 +409,13 @@ class FleetControl:
             self._progress[actor] = last = (received, now)
         lost = s.transitions_dropped + s.transitions_oversize
         in_transit = s.transitions_sent - received
-        if in_transit > 0 and now - last[1] >= self.cfg.credit_timeout_s:
+        if in_transit > 0 and now - last[1] >= self.quiet_s():
             if self.written_off.get(actor, 0) < in_transit:
                 log.warning(
                     "%s: %d transitions sent but not received in %.0f s: written off",
                     actor,
                     in_transit,
-                    self.cfg.credit_timeout_s,
+                    self.quiet_s(),
                 )
             self.written_off[actor] = in_transit
             return lost + in_transit
@@ -410,14 +425,25 @@ class FleetControl:
         return lost + max(0, min(at_learner, in_transit))
 
     def _idle(self, actor: str, received: int, lost: int) -> bool:  # holds _lock
+        """Whether ``actor`` holds credit and has neither stepped (by its statuses) nor
+        delivered for ``quiet_s``. The clock starts when it comes to hold credit: a board
+        that waited long for its first grant is not idle the moment it gets one."""
         steps = self._actors[actor].env_steps
         now = time.monotonic()
-        last = self._stepping.get(actor)
-        if last is None or last[0] != steps:
-            self._stepping[actor] = last = (steps, now)
         holds = self._ledger.granted.get(actor, 0) - received - lost > 0
-        stalled = now - max(last[1], self._progress[actor][1]) >= self.cfg.credit_timeout_s
+        last = self._stepping.get(actor)
+        if last is None or last[0] != steps or not holds:
+            self._stepping[actor] = last = (steps, now)
+        stalled = now - max(last[1], self._progress[actor][1]) >= self.quiet_s()
         return holds and stalled
+
+    def quiet_s(self) -> float:  # holds _lock
+        """How long an actor may be silent before the learner concludes anything from it
+        (credit idle, transitions written off): ``credit_timeout_s``, and at least
+        ``QUIET_INTERVALS`` of the status interval stated in the control: a board reports
+        its steps only that often, so a shorter bound judged every board stalled."""
+        stated = self._last.status_interval_s if self._last is not None else 0.0
+        return max(self.cfg.credit_timeout_s, QUIET_INTERVALS * stated)
 
     def _credit(self, updates: int) -> dict[str, int]:  # holds _lock
         cfg = self.cfg
