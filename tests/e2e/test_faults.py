@@ -41,14 +41,14 @@ def shortened(name: str, **inject_kw) -> Fault:
     return dataclasses.replace(fault, inject=functools.partial(fault.inject, **inject_kw))
 
 
-def run(tmp_path: Path, fault: Fault) -> Row:
-    row = run_fault(fault, tmp_path, STEPS, CHEAP, RUN_TIMEOUT_S)
+def run(tmp_path: Path, fault: Fault, settings: list[str] | None = None, steps: int = STEPS) -> Row:
+    row = run_fault(fault, tmp_path, steps, CHEAP + (settings or []), RUN_TIMEOUT_S)
     events = "\n".join(row.events)
     assert row.finished, f"the run did not finish by itself:\n{events}"
-    assert row.summary["env_steps"] == STEPS, events
+    assert row.summary["env_steps"] == steps, events
     # Accounting: sent (+ dropped by the actors) = received + cut at the budget + lost.
     assert row.lost == sum(row.causes.values()) >= 0, (row.causes, events)
-    assert row.summary["transitions_received"] == row.received + row.foreign == STEPS
+    assert row.summary["transitions_received"] == row.received + row.foreign == steps
     # Nothing of the fleet's own was refused or dropped by the learner (what a fault forged
     # or sent under an unknown id is refused, and counted apart).
     assert row.causes["rejected"] == 0 and row.causes["ingest queue"] == 0
@@ -76,11 +76,20 @@ def test_spool_overflow_while_the_broker_is_down(tmp_path, mosquitto_available):
     assert row.causes["in transit"] == row.written_off  # the rest: with the broker
 
 
+# Frozen longer than the run's credit_timeout_s, and short enough that the frozen actor
+# resumes while the learner still waits for the fleet at the end (5 s for "serving"); a
+# 4,000-step run's stepping can be over ~2 s after its 40 % mark, before the faults are
+# in, so this one is three times as long.
+FROZEN_S = 2.0
+FROZEN_RUN = ["credit_timeout_s=1"]
+FROZEN_STEPS = 3 * STEPS
+
+
 def unknown_then_frozen(h: Harness) -> None:
     """At 40 % of the run, one valid batch of 64 from an id nobody announced; at once after
-    it, actor sim-01 frozen by SIGSTOP for 8 s, then SIGCONT."""
+    it, actor sim-01 frozen by SIGSTOP for ``FROZEN_S``, then SIGCONT."""
     unknown_actor(h)
-    actor_sigstop(h, stop_s=8.0)
+    actor_sigstop(h, stop_s=FROZEN_S)
 
 
 @pytest.mark.slow
@@ -90,8 +99,8 @@ def test_a_batch_from_an_unknown_actor_id_and_an_actor_frozen_by_sigstop(
 ):
     """Two faults that must lose nothing, in one run (each is a row of its own in the
     benchmark): the checks of both hold together."""
-    both = Fault("unknown_then_frozen", "unknown id, then SIGSTOP 8 s", unknown_then_frozen)
-    row = run(tmp_path, both)
+    both = Fault("unknown_then_frozen", "unknown id, then SIGSTOP 2 s", unknown_then_frozen)
+    row = run(tmp_path, both, FROZEN_RUN, FROZEN_STEPS)
     # The unknown id's batch: valid data from an id that was never granted credit, so
     # refused whole (not_granted), never in replay; the fleet's own transitions fill the
     # budget exactly, and the fleet lost nothing.
@@ -101,7 +110,7 @@ def test_a_batch_from_an_unknown_actor_id_and_an_actor_frozen_by_sigstop(
     assert row.foreign == 0 and row.lost == 0
     assert row.summary["batches_rejected"].get("not_granted") == 1, row.summary
     assert row.summary["transitions_rejected"] == 64
-    assert row.received == STEPS
+    assert row.received == FROZEN_STEPS
     # The frozen actor: frozen longer than credit_timeout_s, resumed: it lost nothing,
     # nothing was duplicated.
     assert any("SIGCONT" in e for e in row.events)
