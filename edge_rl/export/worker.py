@@ -19,7 +19,8 @@ back as exceptions on the caller's side: the function's own exception (the remot
 traceback as ``__cause__``), ``WorkerDied`` when the child dies mid-call (a new one starts
 on the next call), ``TimeoutError`` when a call outlives its bound (the child is killed).
 The child exits when its request pipe closes, however the parent died (``kill -9``
-included: the kernel closes the parent's end and the child's read sees EOF).
+included: the kernel closes the parent's end and the child's read sees EOF), and, in the
+middle of a call, within half a second of its parent's death (it watches its parent PID).
 
 This module imports only the standard library, so that the child's start-up is cheap.
 """
@@ -230,10 +231,26 @@ def _wait(fd: int, deadline: float, write: bool) -> None:
         raise TimeoutError
 
 
+def _exit_with_parent(parent: int, every_s: float = 0.5) -> threading.Thread:
+    """A daemon thread that ends this process once ``parent`` is gone (the child is then
+    re-parented): EOF on the request pipe is only seen between two calls, and a call (or
+    the TensorFlow import of the first) can take long on a busy machine."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    thread = threading.Thread(target=watch, name="export-worker-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def _serve(requests: int, replies: int) -> None:
     """The child: answer ``(fn, args)`` requests until the request pipe closes."""
     # Ctrl-C reaches the whole process group; the parent decides when the worker stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent(os.getppid())
     _send(replies, ("ready", os.getpid()))
     while True:
         try:

@@ -8,11 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.harness.paths import REPO
+from tests.harness.procs import alive, children, survivors
 
 ROOT = REPO
 
@@ -62,27 +62,6 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(cartpole_run, cli):
     assert wrong.returncode != 0 and "CartPole-v1" in wrong.stderr
 
 
-def _children(pid: int) -> list[int]:
-    """Direct child processes of ``pid`` (Linux /proc)."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited meanwhile
-        if int(fields[1]) == pid:  # fields: state, ppid, ...
-            kids.append(int(stat.parent.name))
-    return kids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto_available, sig):
@@ -115,7 +94,7 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
         text=True,
         start_new_session=True,  # its process group is its own: killpg reaches no test
     )
-    children: list[int] = []
+    kids: list[int] = []
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -125,8 +104,8 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
                 break
             time.sleep(0.5)
         assert proc.poll() is None, proc.stderr.read()[-3000:]
-        children = _children(proc.pid)
-        assert len(children) >= 3, children  # two actors and the broker
+        kids = children(proc.pid)
+        assert len(kids) >= 3, kids  # two actors and the broker
         if sig == signal.SIGTERM:
             proc.send_signal(sig)
         else:
@@ -137,20 +116,19 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
         summary = json.loads((run / "summary.json").read_text())
         assert summary["interrupted"] is True and summary["final_eval_return"] is None
         states = {a["state"] for a in summary["actors"].values()}
-        assert states == {"paused"}, summary["actors"]  # told by the learner, not killed
+        # Told by the learner, not killed.
+        assert states == {"paused"}, (summary["actors"], err[-3000:])
         header = json.loads((run / "checkpoint" / "header.json").read_text())
         assert header["env_steps"] == summary["env_steps"] > 0 and not header["finished"]
         assert "--resume" in err
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_alive(c) for c in children):
-            time.sleep(0.2)
-        assert not [c for c in children if _alive(c)], err[-3000:]
+        left = survivors(kids, within_s=30)
+        assert not left, (left, err[-3000:])
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for c in children + _children(proc.pid):  # a failed run must not leave orphans
-            if _alive(c):
+        for c in kids + children(proc.pid):  # a failed run must not leave orphans
+            if alive(c):
                 os.kill(c, signal.SIGKILL)
 
 

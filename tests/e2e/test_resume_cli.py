@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.paths import REPO
+from tests.harness.procs import alive, children, survivors
 
 ROOT = REPO
 BUDGET = 5_000
@@ -54,25 +55,6 @@ SHORT = [
 ]
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
-    return kids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _header(run: Path) -> dict | None:
     try:
         return json.loads((run / "checkpoint" / "header.json").read_text())
@@ -101,7 +83,7 @@ def test_kill_9_then_resume_ends_at_the_budget_with_versions_going_on(
         *SHORT,
     ]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    children: list[int] = []
+    kids: list[int] = []
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None:
@@ -110,19 +92,17 @@ def test_kill_9_then_resume_ends_at_the_budget_with_versions_going_on(
                 break
             time.sleep(0.2)
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
-        children = _children(proc.pid)
+        kids = children(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)  # by PID: the learner only
         proc.wait(timeout=30)
-        deadline = time.monotonic() + 30  # the broker and actors follow (pdeathsig)
-        while time.monotonic() < deadline and any(_alive(c) for c in children):
-            time.sleep(0.2)
-        assert not [c for c in children if _alive(c)]
+        left = survivors(kids, within_s=30)  # the broker and actors follow (pdeathsig)
+        assert not left, left
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for c in children:
-            if _alive(c):
+        for c in kids:
+            if alive(c):
                 os.kill(c, signal.SIGKILL)
     assert not (run / "summary.json").exists()
     saved = _header(run)

@@ -222,3 +222,34 @@ def test_the_worker_exits_when_its_parent_is_killed() -> None:
         parent.wait(5)
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+MID_CALL_PARENT = textwrap.dedent(
+    """
+    import json, os, signal, threading, time
+    from edge_rl.export.worker import ExportWorker
+
+    worker = ExportWorker()
+    pid = worker.call(os.getpid)
+    threading.Thread(target=worker.call, args=(time.sleep, 600), daemon=True).start()
+    print(json.dumps({"worker": pid}), flush=True)
+    time.sleep(1.0)  # the worker is inside its call: it reads no EOF until that returns
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_the_worker_exits_when_its_parent_is_killed_during_a_call() -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", MID_CALL_PARENT], stdout=subprocess.PIPE, text=True
+    )
+    pid = None
+    try:
+        pid = json.loads(parent.stdout.readline())["worker"]
+        assert parent.wait(60) == -signal.SIGKILL
+        assert _until_gone(pid, 10.0), f"export worker {pid} outlived its parent mid-call"
+    finally:
+        parent.kill()
+        parent.wait(5)
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
