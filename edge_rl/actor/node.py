@@ -253,7 +253,11 @@ class ActorNode:
                 self._join(run_id)
                 next_status = 0.0  # say so at once: the learner ignores other run starts
             now = time.monotonic()
-            if now >= next_status or self._new_policy_to_report(now - rate_t):
+            if (
+                now >= next_status
+                or self.rc.take_state_change()
+                or self._new_policy_to_report(now - rate_t)
+            ):
                 self.steps_per_s = (self.env_steps - rate_steps) / max(now - rate_t, 1e-9)
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())

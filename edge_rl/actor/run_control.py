@@ -60,6 +60,8 @@ class RunControl:
         self._grant: CreditGrant | None = None  # the newest grant of a run start not joined
         self._lock = threading.Lock()
         self._news = threading.Event()  # a control, a grant or a stop came in
+        # The control's state changed (paused, running): the loop reports it at once.
+        self._state_changed = False
 
     # --- network thread ---------------------------------------------------------------
 
@@ -78,6 +80,7 @@ class RunControl:
             else:
                 if msg.state == "paused" and self.state != "paused":
                     self.credit = 0  # the learner that comes back grants anew
+                self._state_changed |= msg.state != self.state
                 self.state = msg.state
                 self.status_interval_s = msg.status_interval_s
 
@@ -148,6 +151,15 @@ class RunControl:
     def status_every(self, own_s: float) -> float:
         """The status interval to keep: the board's own, or the learner's if longer."""
         return max(own_s, self.status_interval_s)
+
+    def take_state_change(self) -> bool:
+        """Whether a control message changed the run's state since the last call: a
+        status is due at once (the learner waits for its boards to say ``paused``)."""
+        if not self._state_changed:  # the loop's common case: no lock taken
+            return False
+        with self._lock:
+            changed, self._state_changed = self._state_changed, False
+        return changed
 
     def wait_news(self, timeout: float) -> None:
         """Sleep until a control message, a grant or a stop comes in, or ``timeout``: a

@@ -71,3 +71,51 @@ def test_a_board_reports_no_more_often_than_the_learner_asks(policy_keys):
     # Its own 0.05 s, checked every wait turn (<= 0.1 s): ~20 in 2 s; at 1 s: 2 or 3.
     assert own >= 8, own
     assert stretched <= 3, stretched
+
+
+def test_run_control_reports_a_change_of_state_once():
+    rc = RunControl("pi", 7)
+    rc.on_control(encode_control(ControlMessage("running", RUN_ID)))
+    assert rc.take_join() == RUN_ID
+    assert not rc.take_state_change()  # joining is the loop's own doing
+    rc.on_control(encode_control(ControlMessage("running", RUN_ID, "", 2.0)))
+    assert not rc.take_state_change()  # a new interval is no new state
+    rc.on_control(encode_control(ControlMessage("paused", RUN_ID, "interrupted")))
+    assert rc.take_state_change() and not rc.take_state_change()
+
+
+def test_a_board_says_paused_at_once_not_at_its_next_status(policy_keys):
+    """With a 30 s interval of its own, a board tells a pause within a wait turn: an
+    interrupted learner writes its summary once its boards say ``paused``."""
+    _signer, public_key = policy_keys
+    broker = MemoryBroker()
+    seen: list[str] = []
+    learner = broker.connect(
+        "learner",
+        subscriptions=[(TOPICS.all_status, 1)],
+        on_message=lambda _t, p: p and seen.append(decode_status(p).state),
+    )
+    learner.start()
+    assert learner.wait_connected(5)
+    learner.publish(TOPICS.control, encode_control(ControlMessage("running", RUN_ID)), retain=True)
+    board = BoardConfig(board="test-board", status_interval_s=30.0)
+    opts = ActorOptions("a0", "CartPole-v1", "memory://", run=RUN, policy_key=str(public_key))
+    node = ActorNode(board, opts, connect=broker.connect)
+    thread = threading.Thread(target=node.run, name="actor-under-test", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:  # "starting", then joined
+            time.sleep(0.01)
+        assert len(seen) >= 2, seen
+        before = len(seen)
+        paused = ControlMessage("paused", RUN_ID, "the learner was interrupted")
+        learner.publish(TOPICS.control, encode_control(paused), retain=True)
+        deadline = time.monotonic() + 5
+        while len(seen) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen[before:] == ["paused"], seen
+    finally:
+        node.stop()
+        thread.join(10)
+        broker.close()
