@@ -182,6 +182,8 @@ class FleetControl:
         self.actors_refused = 0
         self.state: RunState = "running"
         self._last: ControlMessage | None = None
+        self.control_unsent = 0  # control messages the transport refused: sent again
+        self._control_pending = False  # the last one was refused: the next call resends
         self._ledger = CreditLedger()
         self._progress: dict[str, tuple[int, float]] = {}  # actor -> (received, since when)
         self.written_off: dict[str, int] = {}  # actor -> in-transit transitions written off
@@ -283,6 +285,7 @@ class FleetControl:
         flush their last batches and say so in a status (bounded)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and (self.stepping() or not inbox_empty()):
+            self._resend_control()
             time.sleep(0.1)
         time.sleep(0.2)
         while not inbox_empty() and time.monotonic() < deadline + 5:
@@ -297,6 +300,7 @@ class FleetControl:
                 online = [s for s in self._actors.values() if s.state not in ("offline", "stopped")]
             if all(s.state == state for s in online):
                 return True
+            self._resend_control()
             time.sleep(0.1)
         return False
 
@@ -319,13 +323,29 @@ class FleetControl:
                 self.ids.window_s = max(
                     self.cfg.fleet.identity_window_s, QUIET_INTERVALS * interval
                 )
-                # Under the lock: a "running" must never overtake the "paused" sent after it.
-                # A final state waits for the broker's acknowledgement (bounded): the learner
-                # leaves soon after, and its boards must have it retained.
-                wait = 5.0 if state in FINAL else 0.0
-                self._publish(self.topics.control, encode_control(msg), retain=True, wait=wait)
+                self._send_control()
+            elif self._control_pending:
+                self._send_control()
             if state == "running":
                 self._grant(updates)
+
+    def _send_control(self, wait_final: bool = True) -> None:  # holds _lock
+        """Publish the last control message. Under the lock: a "running" must never
+        overtake the "paused" sent after it. A final state waits for the broker's
+        acknowledgement (bounded): the learner leaves soon after, and its boards must have
+        it retained. One the transport refuses (disconnected, queue full) is sent again by
+        the next ``send`` or wait, and by ``republish`` on a reconnect."""
+        assert self._last is not None
+        wait = 5.0 if wait_final and self._last.state in FINAL else 0.0
+        payload = encode_control(self._last)
+        sent = self._publish(self.topics.control, payload, retain=True, wait=wait)
+        self._control_pending = not sent
+        self.control_unsent += not sent
+
+    def _resend_control(self) -> None:
+        with self._lock:
+            if self._control_pending:
+                self._send_control()
 
     def _online(self) -> int:  # holds _lock
         """Actors whose last status is not ``offline`` or ``stopped``."""
@@ -333,8 +353,8 @@ class FleetControl:
 
     def republish(self) -> None:
         with self._lock:
-            if self._last is not None:
-                self._publish(self.topics.control, encode_control(self._last), retain=True)
+            if self._last is not None:  # on the transport's thread: no wait for the ack
+                self._send_control(wait_final=False)
             for actor, grant in self._grants.items():
                 self._publish(self.topics.credit(actor), encode_credit(grant), retain=True)
 

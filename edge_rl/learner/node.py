@@ -242,6 +242,7 @@ class LearnerNode:
             if self.stop.is_set():  # SIGTERM/SIGINT: pause the fleet, checkpoint, summary
                 self.fleet.send("paused", reason="the learner was interrupted")
                 self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # their last batches
+                self.fleet.wait_for_state("paused", timeout=5)  # the summary shows it
                 self.durable.save()
             else:
                 self._finish(metrics)
