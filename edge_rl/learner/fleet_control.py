@@ -133,6 +133,7 @@ class FleetStats:
     status_over_credit: int  # claims more env steps or transitions than its grant: refused
     actor_sessions_refused: int  # second live processes under one id (identity.py)
     credit_written_off: int  # sent, never received, granted again
+    grants_unsent: int  # grants the transport refused (its queue full): sent again next round
     actors: Mapping[str, ActorStatus]  # each actor's last status
     breakdowns: Mapping[str, Mapping[str, float]]  # each actor's last runtime breakdown
 
@@ -228,7 +229,7 @@ class FleetControl:
 
     def stats(self) -> FleetStats:
         """For the summary: the fleet as last reported, statuses refused or ignored,
-        duplicate ids refused, and the credit written off."""
+        duplicate ids refused, the credit written off, and the grants the transport refused."""
         with self._lock:
             return FleetStats(
                 status_rejected=self.status_rejected,
@@ -236,6 +237,7 @@ class FleetControl:
                 status_over_credit=self.status_over_credit,
                 actor_sessions_refused=self.ids.refused_sessions,
                 credit_written_off=sum(self.written_off.values()),
+                grants_unsent=self.grants_unsent,
                 actors=dict(self._actors),
                 breakdowns=dict(self._breakdowns),
             )
