@@ -5,6 +5,7 @@
     fleet.send("running", updates=n)    # main thread, ~every 50 ms: new credit, if any
     fleet.send("paused", reason=why)    # the learner goes away: boards hold and wait
     fleet.send("serving")               # the run is done: boards serve its result (final)
+    fleet.wait_for_state("serving")     # until every board online says so (bounded)
     fleet.republish()                   # after a reconnect: the broker may have lost it
     fleet.welcome(actor)                # a board said hello: its control and grant again
     fleet.announce(topics.hello)        # the learner's hello: every board re-announces
@@ -110,6 +111,9 @@ STATUS_INTERVAL_STEP_S = 0.25  # stated intervals are whole steps: the control r
 # Timeouts that read statuses (idle credit, written-off transitions, an id's silence) last at
 # least this many stated status intervals: one status late or lost is not silence.
 QUIET_INTERVALS = 2
+# The least time the learner waits for every board to report a control's new state (a board
+# reports one at once); state_wait_s adds stated status intervals to it.
+STATE_WAIT_S = 5.0
 
 
 def status_interval(boards: int, max_statuses_per_s: float) -> float:
@@ -290,17 +294,40 @@ class FleetControl:
         while not inbox_empty() and time.monotonic() < deadline + 5:
             time.sleep(0.05)
 
-    def wait_for_state(self, state: str, timeout: float) -> bool:
-        """Until every actor online says ``state`` in its status (bounded): the summary
-        then shows the fleet as the control left it. True if they all did."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def wait_for_state(self, state: str) -> bool:
+        """Until every actor online says ``state`` in its status, for at most
+        ``state_wait_s()``: the summary then shows the fleet as the control left it. True if
+        they all did; else the count of those that did not is logged."""
+        deadline = time.monotonic() + self.state_wait_s()
+        while True:
             with self._lock:
                 online = [s for s in self._actors.values() if s.state not in ("offline", "stopped")]
-            if all(s.state == state for s in online):
+            behind = sum(s.state != state for s in online)
+            if not behind:
                 return True
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.1)
+        log.warning(
+            "%d of %d boards online had not reported %r after %.1f s",
+            behind,
+            len(online),
+            state,
+            self.state_wait_s(),
+        )
         return False
+
+    def state_wait_s(self) -> float:
+        """How long the learner waits for the fleet to report a new control state:
+        ``STATE_WAIT_S`` for the report a board sends at once, plus ``QUIET_INTERVALS`` of
+        the status interval stated in the control. A board that misses the report at once
+        sends its next periodic status within one stated interval, and the whole fleet's
+        statuses reach the learner at about ``fleet.max_statuses_per_s``, so a fleet
+        reports all at once in one interval (5 s at 1,000 boards): a flat 5 s left a tenth
+        of a 1,000-board run reported ``paused`` at its end."""
+        with self._lock:
+            stated = self._last.status_interval_s if self._last is not None else 0.0
+        return STATE_WAIT_S + QUIET_INTERVALS * stated
 
     # --- control (main thread) ----------------------------------------------------------
 

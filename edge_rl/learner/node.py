@@ -272,7 +272,7 @@ class LearnerNode:
         self.meter.tick(metrics, force=True)
         self.durable.save(finished=True)
         self.fleet.send("serving")  # after the save: a finished run is never resumed
-        self.fleet.wait_for_state("serving", timeout=5)  # each board says so at once
+        self.fleet.wait_for_state("serving")  # bounded: a few of the stated status intervals
 
     def _record(self, evaluate: bool) -> RunRecord:
         """The run at its end, from each part's own figures; with ``evaluate``, the
