@@ -298,12 +298,15 @@ class FleetControl:
         """Until every actor online says ``state`` in its status, for at most
         ``state_wait_s()``: the summary then shows the fleet as the control left it. True if
         they all did; else the count of those that did not is logged."""
-        deadline = time.monotonic() + self.state_wait_s()
+        start = time.monotonic()
+        deadline = start + self.state_wait_s()
         while True:
             with self._lock:
                 online = [s for s in self._actors.values() if s.state not in ("offline", "stopped")]
             behind = sum(s.state != state for s in online)
             if not behind:
+                took = time.monotonic() - start
+                log.info("%d boards online reported %r in %.1f s", len(online), state, took)
                 return True
             if time.monotonic() >= deadline:
                 break
