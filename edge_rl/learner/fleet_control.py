@@ -111,9 +111,11 @@ STATUS_INTERVAL_STEP_S = 0.25  # stated intervals are whole steps: the control r
 # Timeouts that read statuses (idle credit, written-off transitions, an id's silence) last at
 # least this many stated status intervals: one status late or lost is not silence.
 QUIET_INTERVALS = 2
-# The least time the learner waits for every board to report a control's new state (a board
-# reports one at once); state_wait_s adds stated status intervals to it.
+# The least time the learner waits for one more board to report a control's new state (a
+# board reports one at once); state_wait_s adds stated status intervals to it. While boards
+# keep coming over it waits on, at most this many times that in all.
 STATE_WAIT_S = 5.0
+STATE_WAIT_ROUNDS = 4
 
 
 def status_interval(boards: int, max_statuses_per_s: float) -> float:
@@ -295,20 +297,24 @@ class FleetControl:
             time.sleep(0.05)
 
     def wait_for_state(self, state: str) -> bool:
-        """Until every actor online says ``state`` in its status, for at most
-        ``state_wait_s()``: the summary then shows the fleet as the control left it. True if
-        they all did; else the count of those that did not is logged."""
-        start = time.monotonic()
-        deadline = start + self.state_wait_s()
+        """Until every actor online says ``state`` in its status: while boards keep coming
+        over, for ``state_wait_s()`` after the last one did, and ``STATE_WAIT_ROUNDS`` times
+        that in all. The summary then shows the fleet as the control left it. True if they
+        all did; else the count of those that did not is logged."""
+        quiet = self.state_wait_s()
+        start = last = time.monotonic()
+        behind_before = -1
         while True:
             with self._lock:
                 online = [s for s in self._actors.values() if s.state not in ("offline", "stopped")]
             behind = sum(s.state != state for s in online)
+            now = time.monotonic()
             if not behind:
-                took = time.monotonic() - start
-                log.info("%d boards online reported %r in %.1f s", len(online), state, took)
+                log.info("%d boards online reported %r in %.1f s", len(online), state, now - start)
                 return True
-            if time.monotonic() >= deadline:
+            if behind != behind_before:
+                behind_before, last = behind, now  # boards came over: wait on
+            if now - last >= quiet or now - start >= STATE_WAIT_ROUNDS * quiet:
                 break
             time.sleep(0.1)
         log.warning(
@@ -316,18 +322,20 @@ class FleetControl:
             behind,
             len(online),
             state,
-            self.state_wait_s(),
+            now - start,
         )
         return False
 
     def state_wait_s(self) -> float:
-        """How long the learner waits for the fleet to report a new control state:
+        """How long the learner waits for one more board to report a new control state:
         ``STATE_WAIT_S`` for the report a board sends at once, plus ``QUIET_INTERVALS`` of
         the status interval stated in the control. A board that misses the report at once
-        sends its next periodic status within one stated interval, and the whole fleet's
-        statuses reach the learner at about ``fleet.max_statuses_per_s``, so a fleet
-        reports all at once in one interval (5 s at 1,000 boards): a flat 5 s left a tenth
-        of a 1,000-board run reported ``paused`` at its end."""
+        sends its next periodic status within one stated interval, and the fleet's statuses
+        reach the learner at about ``fleet.max_statuses_per_s``, so a whole fleet reporting
+        at once takes one interval (5 s at 1,000 boards). On a loaded host a fleet's hosts
+        take longer still: a flat 5 s left a tenth of a 1,000-board run reported
+        ``paused`` at its end, and 15 s a seventh of one on a busier machine, its boards
+        still coming over one by one; hence the wait goes on while they do."""
         with self._lock:
             stated = self._last.status_interval_s if self._last is not None else 0.0
         return STATE_WAIT_S + QUIET_INTERVALS * stated

@@ -1,7 +1,8 @@
 """The end of a run as fleet control sees it: the learner waits for every board to report
-the final state for as long as the stated status interval needs (a 1,000-board fleet asked
-for one status every 5 s had a tenth of its boards still reported ``paused`` after a flat
-5 s), and the grants the transport refused are counted for the summary."""
+the final state for as long as the stated status interval needs, and on while boards keep
+coming over (a 1,000-board fleet asked for one status every 5 s had a tenth of its boards
+still reported ``paused`` after a flat 5 s), and the grants the transport refused are
+counted for the summary."""
 
 from __future__ import annotations
 
@@ -81,8 +82,34 @@ def test_the_end_wait_is_bounded_by_the_stated_interval(monkeypatch, caplog):
     fleet.fc.send("serving")
     fleet.due = [(1.0, "a", "serving")]  # b never reports again
     assert not fleet.fc.wait_for_state("serving")
-    assert 25.0 <= fleet.now < 25.5
+    assert 26.0 <= fleet.now < 26.5  # 25 s after the last board came over
     assert "1 of 2 boards online had not reported 'serving'" in caplog.text
+
+
+def test_the_end_waits_on_while_boards_keep_coming_over(monkeypatch):
+    fleet = Fleet(monkeypatch, max_statuses_per_s=0.3)  # 3 boards: one status each 10 s
+    boards = ("a", "b", "c")
+    for actor in boards:
+        fleet.status(actor, "paused")
+    fleet.fc.send("serving")
+    assert fleet.interval == 10.0 and fleet.fc.state_wait_s() == 25.0
+    # A loaded host's boards, one every 20 s: the last well past 25 s from the start.
+    fleet.due = [(20.0 * (i + 1), actor, "serving") for i, actor in enumerate(boards)]
+    assert fleet.fc.wait_for_state("serving")
+    assert 60.0 <= fleet.now < 60.5
+
+
+def test_the_end_waits_four_rounds_at_most(monkeypatch):
+    fleet = Fleet(monkeypatch, max_statuses_per_s=0.6)  # 6 boards: one status each 10 s
+    boards = [f"b{i}" for i in range(6)]
+    for actor in boards:
+        fleet.status(actor, "paused")
+    fleet.fc.send("serving")
+    assert fleet.fc.state_wait_s() == 25.0
+    # One board every 20 s, and the last one never: the wait ends at 4 x 25 s.
+    fleet.due = [(20.0 * (i + 1), actor, "serving") for i, actor in enumerate(boards[:5])]
+    assert not fleet.fc.wait_for_state("serving")
+    assert fleet_control.STATE_WAIT_ROUNDS * 25.0 <= fleet.now < 100.5
 
 
 def test_a_small_fleet_waits_the_least_time(monkeypatch):
