@@ -282,6 +282,7 @@ def test_ctrl_c_mid_rollout_clears_the_targets_sent_and_each_board_keeps_what_it
     finally:
         for topic in (topics.policy, topics.control):
             learner.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
+    print(f"\nctrl-c mid-rollout: deploy exited {stopped_s:.2f} s after SIGINT")
 
 
 def _retained_targets(client, topics: Topics, ids: list[str]) -> dict[str, bytes]:
