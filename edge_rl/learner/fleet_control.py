@@ -332,10 +332,9 @@ class FleetControl:
         the status interval stated in the control. A board that misses the report at once
         sends its next periodic status within one stated interval, and the fleet's statuses
         reach the learner at about ``fleet.max_statuses_per_s``, so a whole fleet reporting
-        at once takes one interval (5 s at 1,000 boards). On a loaded host a fleet's hosts
-        take longer still: a flat 5 s left a tenth of a 1,000-board run reported
-        ``paused`` at its end, and 15 s a seventh of one on a busier machine, its boards
-        still coming over one by one; hence the wait goes on while they do."""
+        at once takes one interval (5 s at 1,000 boards). Simulated boards on a loaded host
+        take longer still, coming over one by one (at 1,000 boards on 2 cores, 14 s to
+        over 25 s: docs/scale.md), hence ``wait_for_state`` waits on while they do."""
         with self._lock:
             stated = self._last.status_interval_s if self._last is not None else 0.0
         return STATE_WAIT_S + QUIET_INTERVALS * stated
