@@ -5,6 +5,7 @@
     fleet.send("running", updates=n)    # main thread, ~every 50 ms: new credit, if any
     fleet.send("paused", reason=why)    # the learner goes away: boards hold and wait
     fleet.send("serving")               # the run is done: boards serve its result (final)
+    fleet.wait_for_state("serving")     # until every board online says so (bounded)
     fleet.republish()                   # after a reconnect: the broker may have lost it
     fleet.welcome(actor)                # a board said hello: its control and grant again
     fleet.announce(topics.hello)        # the learner's hello: every board re-announces
@@ -110,6 +111,11 @@ STATUS_INTERVAL_STEP_S = 0.25  # stated intervals are whole steps: the control r
 # Timeouts that read statuses (idle credit, written-off transitions, an id's silence) last at
 # least this many stated status intervals: one status late or lost is not silence.
 QUIET_INTERVALS = 2
+# The least time the learner waits for one more board to report a control's new state (a
+# board reports one at once); state_wait_s adds stated status intervals to it. While boards
+# keep coming over it waits on, at most this many times that in all.
+STATE_WAIT_S = 5.0
+STATE_WAIT_ROUNDS = 4
 
 
 def status_interval(boards: int, max_statuses_per_s: float) -> float:
@@ -133,6 +139,7 @@ class FleetStats:
     status_over_credit: int  # claims more env steps or transitions than its grant: refused
     actor_sessions_refused: int  # second live processes under one id (identity.py)
     credit_written_off: int  # sent, never received, granted again
+    grants_unsent: int  # grants the transport refused (its queue full): sent again next round
     actors: Mapping[str, ActorStatus]  # each actor's last status
     breakdowns: Mapping[str, Mapping[str, float]]  # each actor's last runtime breakdown
 
@@ -230,7 +237,7 @@ class FleetControl:
 
     def stats(self) -> FleetStats:
         """For the summary: the fleet as last reported, statuses refused or ignored,
-        duplicate ids refused, and the credit written off."""
+        duplicate ids refused, the credit written off, and the grants the transport refused."""
         with self._lock:
             return FleetStats(
                 status_rejected=self.status_rejected,
@@ -238,6 +245,7 @@ class FleetControl:
                 status_over_credit=self.status_over_credit,
                 actor_sessions_refused=self.ids.refused_sessions,
                 credit_written_off=sum(self.written_off.values()),
+                grants_unsent=self.grants_unsent,
                 actors=dict(self._actors),
                 breakdowns=dict(self._breakdowns),
             )
@@ -291,18 +299,49 @@ class FleetControl:
         while not inbox_empty() and time.monotonic() < deadline + 5:
             time.sleep(0.05)
 
-    def wait_for_state(self, state: str, timeout: float) -> bool:
-        """Until every actor online says ``state`` in its status (bounded): the summary
-        then shows the fleet as the control left it. True if they all did."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def wait_for_state(self, state: str) -> bool:
+        """Until every actor online says ``state`` in its status: while boards keep coming
+        over, for ``state_wait_s()`` after the last one did, and ``STATE_WAIT_ROUNDS`` times
+        that in all. The summary then shows the fleet as the control left it. True if they
+        all did; else the count of those that did not is logged."""
+        quiet = self.state_wait_s()
+        start = last = time.monotonic()
+        behind_before = -1
+        while True:
             with self._lock:
                 online = [s for s in self._actors.values() if s.state not in ("offline", "stopped")]
-            if all(s.state == state for s in online):
+            behind = sum(s.state != state for s in online)
+            now = time.monotonic()
+            if not behind:
+                log.info("%d boards online reported %r in %.1f s", len(online), state, now - start)
                 return True
+            if behind != behind_before:
+                behind_before, last = behind, now  # boards came over: wait on
+            if now - last >= quiet or now - start >= STATE_WAIT_ROUNDS * quiet:
+                break
             self._resend_control()
             time.sleep(0.1)
+        log.warning(
+            "%d of %d boards online had not reported %r after %.1f s",
+            behind,
+            len(online),
+            state,
+            now - start,
+        )
         return False
+
+    def state_wait_s(self) -> float:
+        """How long the learner waits for one more board to report a new control state:
+        ``STATE_WAIT_S`` for the report a board sends at once, plus ``QUIET_INTERVALS`` of
+        the status interval stated in the control. A board that misses the report at once
+        sends its next periodic status within one stated interval, and the fleet's statuses
+        reach the learner at about ``fleet.max_statuses_per_s``, so a whole fleet reporting
+        at once takes one interval (5 s at 1,000 boards). Simulated boards on a loaded host
+        take longer still, coming over one by one (at 1,000 boards on 2 cores, 14 s to
+        over 25 s: docs/scale.md), hence ``wait_for_state`` waits on while they do."""
+        with self._lock:
+            stated = self._last.status_interval_s if self._last is not None else 0.0
+        return STATE_WAIT_S + QUIET_INTERVALS * stated
 
     # --- control (main thread) ----------------------------------------------------------
 

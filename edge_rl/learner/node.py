@@ -242,7 +242,7 @@ class LearnerNode:
             if self.stop.is_set():  # SIGTERM/SIGINT: pause the fleet, checkpoint, summary
                 self.fleet.send("paused", reason="the learner was interrupted")
                 self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # their last batches
-                self.fleet.wait_for_state("paused", timeout=5)  # the summary shows it
+                self.fleet.wait_for_state("paused")  # bounded; the summary shows it
                 self.durable.save()
             else:
                 self._finish(metrics)
@@ -273,7 +273,7 @@ class LearnerNode:
         self.meter.tick(metrics, force=True)
         self.durable.save(finished=True)
         self.fleet.send("serving")  # after the save: a finished run is never resumed
-        self.fleet.wait_for_state("serving", timeout=5)  # each board says so at once
+        self.fleet.wait_for_state("serving")  # bounded: a few of the stated status intervals
 
     def _record(self, evaluate: bool) -> RunRecord:
         """The run at its end, from each part's own figures; with ``evaluate``, the

@@ -4,12 +4,18 @@ a real Mosquitto (docs/fleet.md, Rollout):
 (a) a properly signed policy of a random network stops at the canaries: every canary
     serves its previous policy again, and no other board ever loads it;
 (b) a good policy then reaches every board, canaries first, and becomes the run's retained
-    policy; ``edge-rl fleet-status`` lists what each board serves.
+    policy; ``edge-rl fleet-status`` lists what each board serves;
+(c) SIGINT to the ``edge-rl deploy`` process mid-rollout (Ctrl-C): it exits 130 within
+    seconds, the targets it sent are cleared, the run's policy is not replaced, and each
+    board keeps what it serves.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -27,6 +33,7 @@ from edge_rl.wire.messages import decode_status, encode_control
 from edge_rl.wire.policy import decode_policy, encode_policy
 from edge_rl.wire.topics import Topics
 from tests.harness.cartpole_policies import CARTPOLE, MODELS, policy_bundle
+from tests.harness.paths import REPO
 
 RUN, RUN_ID = "rollout-e2e", "served-start"
 N = 8
@@ -201,6 +208,91 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
         f"canary returns: bad {out['canary_return']}, good {out2['canary_return']}, before "
         f"{out['baseline_return']}; policies_rejected after the bad one {after_bad}"
     )
+
+
+def test_ctrl_c_mid_rollout_clears_the_targets_sent_and_each_board_keeps_what_it_serves(
+    mosquitto, mqtt_client_factory, policy_keys, tmp_path
+):
+    signer, pub = policy_keys
+    run, n = "rollout-sigint", 4
+    topics, url, ids = Topics("edge-rl", run), mosquitto.url, fleet_ids(n, "rs")
+    learner = mqtt_client_factory(mosquitto)
+    history = History(mqtt_client_factory(mosquitto), topics)
+    first = encode_policy(
+        policy_bundle(MODELS["good"].read_bytes(), run=run, run_id=RUN_ID, version=3), signer
+    )
+    serving = encode_control(ControlMessage("serving", RUN_ID))
+    for topic, payload in ((topics.policy, first), (topics.control, serving)):
+        learner.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
+    board = tmp_path / "board.yaml"
+    board.write_text(BOARD)
+    good = _bundle_file(tmp_path, "good2", signer)
+    # Half the boards are canaries, and their health window stays open for minutes.
+    plan = "--canary 0.5 --window 300 --min-episodes 100000 --confirm 300 --seed 1".split()
+    argv = [sys.executable, "-m", "edge_rl.cli", "deploy", str(good), "--broker", url]
+    argv += ["--run", run, "--signing-key", str(pub.with_suffix(".key")), "--bundle-key"]
+    fleet = Fleet(n, board, url, "CartPole-v1", policy_key=pub, run=run, id_prefix="rs")
+    try:
+        with fleet:
+            before = history.wait_all(
+                ids, lambda s: s.state == "serving" and s.policy_version == 3, timeout=60
+            )
+            old = before[ids[0]].policy_digest
+            proc = subprocess.Popen(
+                [*argv, str(pub), *plan],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                # Mid-rollout: both canaries serve the new policy, the others the old one.
+                mid = history.wait_all(ids, lambda s: s.policy_version in (3, 4), timeout=30)
+                deadline = time.monotonic() + 30
+                while sum(s.policy_version == 4 for s in mid.values()) < 2:
+                    assert time.monotonic() < deadline, f"no canaries serving it: {mid}"
+                    time.sleep(0.1)
+                    mid = history.latest()
+                canaries = sorted(a for a, s in mid.items() if s.policy_version == 4)
+                sent = _retained_targets(mqtt_client_factory(mosquitto), topics, ids)
+                assert sorted(sent) == canaries  # each canary's target, retained
+                assert proc.poll() is None, proc.communicate()
+                t0 = time.monotonic()
+                proc.send_signal(signal.SIGINT)  # by its PID, as a terminal's Ctrl-C
+                _, err = proc.communicate(timeout=30)
+                stopped_s = time.monotonic() - t0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(10)
+            assert proc.returncode == 130, err
+            assert "interrupted: the targets sent are cleared" in err
+            assert stopped_s < 10, stopped_s  # bounded: clearing waits 5 s a target at most
+            assert _retained_targets(mqtt_client_factory(mosquitto), topics, ids) == {}
+            retained = _retained(mqtt_client_factory(mosquitto), topics.policy)
+            manifest = decode_policy(retained, signer.verifier()).manifest
+            assert (manifest.policy_version, manifest.model_sha256) == (3, old)
+            # Each board keeps what it serves: statuses made after the signal say so.
+            t_signal = time.time()
+            after = history.wait_all(ids, lambda s: s.time_unix > t_signal + 1, timeout=15)
+            for a in ids:
+                assert after[a].state == "serving", a
+                assert after[a].policy_version == (4 if a in canaries else 3), a
+                assert after[a].policy_digest == mid[a].policy_digest, a
+    finally:
+        for topic in (topics.policy, topics.control):
+            learner.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
+    print(f"\nctrl-c mid-rollout: deploy exited {stopped_s:.2f} s after SIGINT")
+
+
+def _retained_targets(client, topics: Topics, ids: list[str]) -> dict[str, bytes]:
+    """Each board's retained target, from a new subscriber (bounded wait)."""
+    got: dict[str, bytes] = {}
+    client.on_message = lambda _c, _u, m: got.__setitem__(topics.actor_of(m.topic), m.payload)
+    for a in ids:
+        client.subscribe(topics.target(a), qos=1)
+    time.sleep(1.5)  # retained messages come at once after the SUBACK
+    return {a: p for a, p in got.items() if p}
 
 
 def _retained(client, topic: str) -> bytes:

@@ -441,12 +441,16 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     assert saved == json.loads(json.dumps(summary))
 
 
-def run_in_memory(tmp_path, cfg, before_run=None, resume: bool = False) -> tuple:
+def run_in_memory(
+    tmp_path, cfg, before_run=None, resume: bool = False, learner_connect=None
+) -> tuple:
     """A learner and one real actor (a thread) over a MemoryBroker:
-    ``(summary, actor, broker, learner)``; ``resume``: from tmp_path/run's checkpoint."""
+    ``(summary, actor, broker, learner)``; ``resume``: from tmp_path/run's checkpoint;
+    ``learner_connect(broker)``: the learner's ``Connect`` (default: the broker's own)."""
     broker = MemoryBroker()
     try:
-        learner = LearnerNode(cfg, broker.connect, tmp_path / "run", resume=resume)
+        connect = broker.connect if learner_connect is None else learner_connect(broker)
+        learner = LearnerNode(cfg, connect, tmp_path / "run", resume=resume)
         public_key = tmp_path / "run" / "signing.pub"
         learner.signer.write_public(public_key)
         opts = ActorOptions(
@@ -472,12 +476,38 @@ def run_in_memory(tmp_path, cfg, before_run=None, resume: bool = False) -> tuple
     return summary, actor, broker, learner
 
 
+def refusing_grants(refusals: int, refused: list[str]):
+    """A learner ``Connect`` whose transport refuses its first ``refusals`` credit grants
+    (as paho does with its queue full), each topic appended to ``refused``."""
+
+    def learner_connect(broker: MemoryBroker):
+        def connect(*args, **kwargs):
+            transport = broker.connect(*args, **kwargs)
+            publish = transport.publish
+
+            def refuse_first(topic: str, payload: bytes, **kw) -> bool:
+                if topic.endswith("/credit") and payload and len(refused) < refusals:
+                    refused.append(topic)
+                    return False
+                return publish(topic, payload, **kw)
+
+            transport.publish = refuse_first
+            return transport
+
+        return connect
+
+    return learner_connect
+
+
 def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp_path):
     """Three batches vanish in transit (as in a broker crash). The credit spent on them
     used to stall the run for ever; it is written off after credit_timeout_s and granted
     again, and the run ends at exactly total_env_steps, from independent counts: what the
-    broker lost, what the actor says it sent, what replay holds."""
+    broker lost, what the actor says it sent, what replay holds. The learner's transport
+    also refuses its first three grants (a full queue): each is sent again the next round,
+    and summary.json counts them (``grants_unsent``)."""
     cfg = run_config("lost", credit_timeout_s=0.5, max_lag_transitions=200)
+    refused: list[str] = []
 
     def lose_three_mid_run(broker, learner):
         real = learner.algo.update
@@ -492,7 +522,10 @@ def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp
 
         learner.algo.update = update
 
-    summary, actor, broker, _ = run_in_memory(tmp_path, cfg, lose_three_mid_run)
+    summary, actor, broker, _ = run_in_memory(
+        tmp_path, cfg, lose_three_mid_run, learner_connect=refusing_grants(3, refused)
+    )
+    assert len(refused) == 3 and summary["grants_unsent"] == 3
     lost = sum(peek_count(p) for _, p in broker.lost)
     assert len(broker.lost) == 3 and lost > 0
     assert summary["env_steps"] == cfg.total_env_steps  # exactly, not a step more

@@ -3,7 +3,10 @@ the next ``send`` or wait publishes it again, so a board always hears the pause.
 
 from __future__ import annotations
 
+import types
+
 from edge_rl.config import RunConfig
+from edge_rl.learner import fleet_control
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_control, encode_status
@@ -44,7 +47,12 @@ def test_a_refused_control_goes_out_with_the_next_send():
     assert transport.controls == ["running", "paused"]
 
 
-def test_a_wait_for_the_boards_resends_a_refused_pause():
+def test_a_wait_for_the_boards_resends_a_refused_pause(monkeypatch):
+    clock = [0.0]
+    fake = types.SimpleNamespace(
+        monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s)
+    )
+    monkeypatch.setattr(fleet_control, "time", fake)  # the wait's seconds pass at once
     control, transport = fleet()
     control.send("running")
     status = ActorStatus("b-1", "running", run_id=RUN_ID, session=7)
@@ -52,5 +60,5 @@ def test_a_wait_for_the_boards_resends_a_refused_pause():
     transport.refuse = True
     control.send("paused", reason="interrupted")
     transport.refuse = False
-    assert not control.wait_for_state("paused", timeout=0.3)  # the board never answers
+    assert not control.wait_for_state("paused")  # the board never answers
     assert transport.controls == ["running", "paused"]
