@@ -239,7 +239,7 @@ def _exit_with_parent(parent: int, every_s: float = 0.5) -> threading.Thread:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(every_s)
-        os._exit(0)
+        os.kill(os.getpid(), signal.SIGTERM)  # its default action: end the process now
 
     thread = threading.Thread(target=watch, name="export-worker-parent-watch", daemon=True)
     thread.start()
