@@ -55,6 +55,22 @@ def evaluate(
         evaluator.close()
 
 
+_kept: dict[str, Evaluator] = {}  # evaluate_kept's, by env id
+
+
+def evaluate_kept(
+    model: bytes, env_id: str, episodes: int, manifest: PolicyManifest | None, seed: int
+) -> EvalResult:
+    """``evaluate`` on envs this process keeps for ``env_id`` (an ``Evaluator`` made on first
+    use, kept until the process exits). The learner's model selection has its export worker
+    process run it (``ExportWorker.call``): scoring is then no thread of the learner's, so
+    it neither waits for the learner's GIL nor holds it while the updates need it."""
+    evaluator = _kept.get(env_id)
+    if evaluator is None:
+        evaluator = _kept.setdefault(env_id, Evaluator(env_id))
+    return evaluator.run(model, episodes, manifest=manifest, seed=seed)
+
+
 class Evaluator:
     """``evaluate`` for many models on one env id, its envs made once (making a gymnasium
     env costs ~10 ms, as much as 10 short episodes): the learner's model selection scores
