@@ -1,5 +1,9 @@
 """One long-lived child process that runs TFLite conversions for this process.
 
+The learner also has it do each version's export and parity outputs
+(``edge_rl.export.remote``) and the scoring of candidate policies
+(``runtime.evaluate.evaluate_kept``): work that would otherwise wait for the learner's GIL.
+
 The converter is not a good neighbour: its C++ quantiser prints to file descriptor 2, the
 Python side needs ``warnings`` filters and quiet loggers, and per-tensor int8 needs a private
 converter flag. In a child process all of that is the child's own: nothing the conversion
