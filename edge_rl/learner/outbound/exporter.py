@@ -11,10 +11,11 @@ exporter thread while training goes on. That thread mostly waits: the export its
 template write, the self-check, LiteRT's and the float network's outputs on the parity
 observations, compression; ``export.remote``) and the scoring (``ModelSelection``) run in
 the export worker's process, off the learner's GIL; the thread judges the parity outputs,
-signs, publishes and writes the run directory. One export at a time, and none is skipped: when the next one is due
-while the last is still in flight, the main thread waits for it. So the policies a run
-publishes (and selection scores) sit at the same update counts on a quiet and on a busy
-machine; skipping them made a busy machine score fewer candidates.
+signs, publishes and writes the run directory. One export at a time, and none is
+skipped: when the next one is due while the last is still in flight, the main thread
+waits for it. So the policies a run publishes (and selection scores) sit at the same
+update counts on a quiet and on a busy machine; skipping them made a busy machine score
+fewer candidates.
 """
 
 from __future__ import annotations

@@ -89,9 +89,19 @@ class ModelSelection:
     def due(self, version: int) -> bool:
         return bool(self.every) and version % self.every == 0
 
-    def score(self, published: Published) -> float:
-        result = self._evaluate(published, self.episodes, self.seed)
+    def score(self, published: Published, cut: bool = True) -> float | None:
+        """``published``'s greedy return, recorded; with ``cut``, None (nothing recorded)
+        when it provably cannot enter the top list: once the list is full, scoring stops as
+        soon as the mean cannot reach its last score (``Evaluator.run``'s ``stop_below``),
+        so only policies that might be chosen are scored to the end."""
+        with self._lock:
+            full = cut and len(self.top) == TOP
+            floor = self.top[-1][1] if full else None
+        result = self._evaluate(published, self.episodes, self.seed, floor)
         v = published.bundle.manifest.policy_version
+        if not result.complete:
+            log.info("policy v%d cannot reach the top %d's %.1f: not scored further", v, TOP, floor)
+            return None
         with self._lock:
             self.scores[v] = result.mean
             if self.best is None or result.mean >= self.best[1]:
@@ -110,7 +120,7 @@ class ModelSelection:
         v_last = last.bundle.manifest.policy_version
         score = self.scores.get(v_last)
         if score is None:
-            score = self.score(last)
+            score = self.score(last, cut=False)
         if self.recheck:
             return self._recheck(last)
         best, best_score = self.best  # set: the last one has been scored at least
@@ -141,16 +151,19 @@ class ModelSelection:
             return None
         return best, best_score, last_score
 
-    def _evaluate(self, published: Published, episodes: int, seed: int) -> EvalResult:
+    def _evaluate(
+        self, published: Published, episodes: int, seed: int, stop_below: float | None = None
+    ) -> EvalResult:
         worker = self.worker
         if worker is not None:
             m = published.bundle.manifest
+            args = (published.model, m.env_id, episodes, m, seed, stop_below)
             try:
-                return worker.call(evaluate_kept, published.model, m.env_id, episodes, m, seed)
+                return worker.call(evaluate_kept, *args)
             except (WorkerDied, TimeoutError) as e:
                 log.warning("scoring in the export worker failed (%s); scoring here from now", e)
                 self.worker = None
-        return evaluate_policy(published, episodes, seed, self._evaluators)
+        return evaluate_policy(published, episodes, seed, self._evaluators, stop_below)
 
     def close(self) -> None:
         """Close the scoring envs (the end of a run)."""
@@ -196,11 +209,13 @@ def evaluate_policy(
     episodes: int,
     seed: int,
     evaluators: dict[str, Evaluator] | None = None,
+    stop_below: float | None = None,
 ) -> EvalResult:
     """Greedy episodes of a published model in LiteRT, on the env its manifest names; on
-    the envs kept in ``evaluators`` (by env id, made on first use) when given."""
+    the envs kept in ``evaluators`` (by env id, made on first use) when given, there with
+    ``Evaluator.run``'s ``stop_below``."""
     m = published.bundle.manifest
     if evaluators is None:
         return evaluate(published.model, m.env_id, episodes, manifest=m, seed=seed)
     evaluator = evaluators.setdefault(m.env_id, Evaluator(m.env_id))
-    return evaluator.run(published.model, episodes, manifest=m, seed=seed)
+    return evaluator.run(published.model, episodes, manifest=m, seed=seed, stop_below=stop_below)

@@ -1,6 +1,7 @@
 """Model selection scores in the export worker's process: the same returns as on the
 calling thread, the envs kept in the child between policies, and a worker that fails
-replaced by the calling thread."""
+replaced by the calling thread; and a candidate that provably cannot enter the top list
+is not scored to the end."""
 
 from __future__ import annotations
 
@@ -56,3 +57,34 @@ def test_a_hung_worker_is_replaced_by_the_calling_thread() -> None:
         assert selection.worker is None and worker.pid is None
     finally:
         worker.close()
+
+
+def test_scoring_stops_for_a_policy_that_cannot_enter_the_full_top_list() -> None:
+    selection = ModelSelection(every=1, episodes=5, seed=3)
+    evaluators: dict = {}
+    good = [published("good", v) for v in range(1, 6)]
+    assert [selection.score(p) for p in good] == [500.0] * 5  # the top list is full
+    weak = published("random", 6)
+    full = evaluate_policy(weak, 5, 3)
+    assert full.mean < 500.0
+    assert selection.score(weak) is None and 6 not in selection.scores  # cut, not recorded
+    # Its episodes stopped early: fewer steps than the whole score, and flagged.
+    cut = evaluate_policy(weak, 5, 3, evaluators, stop_below=500.0)
+    assert not cut.complete and sum(cut.lengths) < sum(full.lengths)
+    # A policy that ties the list's last score is scored to the end and enters it (newest
+    # first among equals), and the last policy is scored in full when the run ends.
+    assert (
+        selection.score(published("good", 7)) == 500.0
+        and selection.top[0][0].bundle.manifest.policy_version == 7
+    )
+    assert selection.better_than(weak) is not None and selection.scores[6] == full.mean
+
+
+def test_an_evaluation_that_can_still_reach_stop_below_is_the_full_one() -> None:
+    weak = published("random", 1)
+    evaluators: dict = {}
+    full = evaluate_policy(weak, 10, 0, evaluators)
+    for floor in (full.mean, full.mean - 1.0, 0.0):
+        again = evaluate_policy(weak, 10, 0, evaluators, stop_below=floor)
+        assert again.complete and again == full
+    assert not evaluate_policy(weak, 10, 0, evaluators, stop_below=full.mean + 0.1).complete
