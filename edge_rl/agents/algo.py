@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from edge_rl.config import RunConfig
-from edge_rl.export.parity import check_action_parity, check_q_parity
+from edge_rl.export.parity import action_report, outputs, q_report
 from edge_rl.export.tflite import ExportedModel
 from edge_rl.specs import EnvSpec
 from edge_rl.types import PartState, ReplaySample
@@ -103,6 +103,13 @@ class Algo:
     def check(
         self, exported: ExportedModel, model: Any, obs: np.ndarray
     ) -> tuple[bool, dict[str, float]]:
+        """The export gate: ``exported`` in LiteRT against ``model`` on raw ``obs``;
+        whether it passes, and the figures it was judged on."""
+        return self.judge(*outputs(exported, model, obs))
+
+    def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
+        """``check`` from the two models' outputs on the parity observations (LiteRT's and
+        the float network's, ``[n, out]`` each), however they were computed."""
         raise NotImplementedError
 
     def stats(self) -> AlgoStats:
@@ -203,10 +210,8 @@ class DQNAlgo(Algo):
 
         return {"epsilon": epsilon_at(self.cfg.dqn, env_steps, self.cfg.total_env_steps)}
 
-    def check(
-        self, exported: ExportedModel, model: Any, obs: np.ndarray
-    ) -> tuple[bool, dict[str, float]]:
-        r = check_q_parity(exported, model, obs)
+    def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
+        r = q_report(lite, reference)
         report = {"greedy_agreement": r.greedy_agreement, "max_abs_error": r.max_abs_error}
         return r.greedy_agreement >= self.cfg.export.min_greedy_agreement, report
 
@@ -234,11 +239,9 @@ class TD3Algo(Algo):
     def exploration(self, env_steps: int) -> dict[str, float]:
         return {"sigma": self.cfg.td3.exploration_sigma}
 
-    def check(
-        self, exported: ExportedModel, model: Any, obs: np.ndarray
-    ) -> tuple[bool, dict[str, float]]:
+    def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
         e = self.cfg.export
-        r = check_action_parity(exported, model, obs, self.half_range, e.action_error_quantile)
+        r = action_report(lite, reference, self.half_range, e.action_error_quantile)
         ok = r.passes(e.max_action_error, e.mean_action_error)
         figures = {"max_action_error": r.max_error, "mean_action_error": r.mean_error}
         if e.action_error_quantile < 1.0:

@@ -17,14 +17,12 @@ from edge_rl.export.tflite import ExportedModel
 from edge_rl.runtime.litert import TFLitePolicy
 
 
-def _both(
+def outputs(
     exported: ExportedModel, model: keras.Model, obs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The exported model in LiteRT and the float model, on the same raw observations."""
-    obs = np.asarray(obs, np.float32)
-    if obs.ndim < 2 or obs.shape[0] == 0:
-        raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
-    obs = obs.reshape(obs.shape[0], -1)
+    """The exported model in LiteRT and the float model, on the same raw observations:
+    ``(lite [n, out], float [n, out])``."""
+    obs = parity_rows(obs)
     policy = TFLitePolicy(exported.tflite)
     with single_threaded():  # the learner's updates hold the other core
         lite = policy.batch_at_once(obs)  # [n, out]
@@ -32,10 +30,22 @@ def _both(
     return lite, float_out
 
 
-def float_forward(model: keras.Model, obs: np.ndarray) -> np.ndarray:
-    """``model`` on ``obs [n, obs_dim]`` in float32: a plain Dense stack in NumPy (a few
-    matrix products on this thread: no TensorFlow op competes with the learner's updates
-    for the cores and the GIL), any other model through Keras."""
+def parity_rows(obs: np.ndarray) -> np.ndarray:
+    """``obs`` as the float32 ``[n, obs_dim]`` rows a parity check runs on."""
+    obs = np.asarray(obs, np.float32)
+    if obs.ndim < 2 or obs.shape[0] == 0:
+        raise ValueError(f"obs must be a non-empty [n, obs_dim] array, got {obs.shape}")
+    return obs.reshape(obs.shape[0], -1)
+
+
+# One Dense layer as NumPy computes it: kernel [in, units] float32, bias [units] float32
+# or None, and its activation's name (a key of ACTIVATIONS).
+DenseStep = tuple[np.ndarray, np.ndarray | None, str]
+
+
+def dense_stack(model: keras.Model) -> tuple[DenseStep, ...] | None:
+    """``model``'s layers as ``DenseStep``s, or None when it is not a plain Dense stack
+    whose activations NumPy computes (``ACTIVATIONS``)."""
     layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
     dense = all(
         isinstance(layer, keras.layers.Dense)
@@ -43,14 +53,36 @@ def float_forward(model: keras.Model, obs: np.ndarray) -> np.ndarray:
         for layer in layers
     )
     if not layers or not dense:
-        return np.asarray(model(obs, training=False))
+        return None
+    return tuple(
+        (
+            np.asarray(layer.kernel, np.float32),
+            np.asarray(layer.bias, np.float32) if layer.use_bias else None,
+            keras.activations.serialize(layer.activation),
+        )
+        for layer in layers
+    )
+
+
+def stack_forward(stack: tuple[DenseStep, ...], obs: np.ndarray) -> np.ndarray:
+    """A ``dense_stack`` on ``obs [n, obs_dim]`` in float32, in NumPy."""
     x = obs
-    for layer in layers:
-        x = x @ np.asarray(layer.kernel, np.float32)
-        if layer.use_bias:
-            x = x + np.asarray(layer.bias, np.float32)
-        x = ACTIVATIONS[keras.activations.serialize(layer.activation)](x)
+    for kernel, bias, activation in stack:
+        x = x @ kernel
+        if bias is not None:
+            x = x + bias
+        x = ACTIVATIONS[activation](x)
     return np.asarray(x, np.float32)
+
+
+def float_forward(model: keras.Model, obs: np.ndarray) -> np.ndarray:
+    """``model`` on ``obs [n, obs_dim]`` in float32: a plain Dense stack in NumPy (a few
+    matrix products on this thread: no TensorFlow op competes with the learner's updates
+    for the cores and the GIL), any other model through Keras."""
+    stack = dense_stack(model)
+    if stack is None:
+        return np.asarray(model(obs, training=False))
+    return stack_forward(stack, obs)
 
 
 @dataclass(frozen=True)
@@ -67,11 +99,16 @@ def check_q_parity(exported: ExportedModel, model: keras.Model, obs: np.ndarray)
     LiteRT goes through ``TFLitePolicy``, the actor's own loader, so that the
     normalisation and (de)quantisation the actor does are part of what is checked.
     """
-    q_lite, q_float = _both(exported, model, obs)  # [n, A] each
+    return q_report(*outputs(exported, model, obs))
+
+
+def q_report(q_lite: np.ndarray, q_float: np.ndarray) -> ParityReport:
+    """``check_q_parity``'s figures from the two models' outputs ``[n, A]`` on the same
+    observations."""
     error = np.abs(q_lite - q_float)
     agree = np.argmax(q_lite, axis=1) == np.argmax(q_float, axis=1)  # [n]
     return ParityReport(
-        n=int(obs.shape[0]),
+        n=int(q_lite.shape[0]),
         greedy_agreement=float(np.mean(agree)),
         max_abs_error=float(error.max()),
         mean_abs_error=float(error.mean()),
@@ -104,11 +141,18 @@ def check_action_parity(
     quantile: float = 1.0,
 ) -> ActionParityReport:
     """Compare a deterministic actor in LiteRT with ``model`` on raw observations."""
-    a_lite, a_float = _both(exported, model, obs)  # [n, act_dim] each
+    return action_report(*outputs(exported, model, obs), half_range, quantile)
+
+
+def action_report(
+    a_lite: np.ndarray, a_float: np.ndarray, half_range: np.ndarray, quantile: float = 1.0
+) -> ActionParityReport:
+    """``check_action_parity``'s figures from the two models' outputs ``[n, act_dim]`` on
+    the same observations."""
     error = np.abs(a_lite - a_float) / np.asarray(half_range, np.float32)  # [n, act_dim]
     worst = error.max(axis=1)  # [n]: each observation's largest error
     return ActionParityReport(
-        n=int(obs.shape[0]),
+        n=int(a_lite.shape[0]),
         max_error=float(worst.max()),
         mean_error=float(error.mean()),
         quantile=quantile,

@@ -100,6 +100,21 @@ def export_policy(
     converter's own exception, or ``WorkerDied`` / ``TimeoutError`` when the worker died or
     hung (``edge_rl.export.worker``); the next export starts a new worker.
     """
+    obs, mean, std = calibration(calibration_obs, precision)
+    policy = fold(model, mean, std)
+    t0 = time.perf_counter()
+    if direct:
+        tflite_bytes, path = _exporter.export(policy, obs, precision, bool(per_channel))
+    else:
+        tflite_bytes, path = _convert(policy, obs, precision, bool(per_channel)), "converter"
+    return exported_model(tflite_bytes, precision, mean, std, time.perf_counter() - t0, path)
+
+
+def calibration(
+    calibration_obs: np.ndarray, precision: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``export_policy``'s checked inputs: the observations as float32 ``[n, obs_dim]``,
+    their mean and their std (at least ``MIN_OBS_STD``); ``ValueError`` for bad ones."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
     obs = np.asarray(calibration_obs, np.float32)
@@ -110,15 +125,18 @@ def export_policy(
         raise ValueError("calibration_obs contains NaN or inf")
     mean = obs.mean(axis=0)  # [obs_dim]
     std = np.maximum(obs.std(axis=0), MIN_OBS_STD)  # [obs_dim]
+    return obs, mean, std
 
-    policy = fold(model, mean, std)
-    t0 = time.perf_counter()
-    if direct:
-        tflite_bytes, path = _exporter.export(policy, obs, precision, bool(per_channel))
-    else:
-        tflite_bytes, path = _convert(policy, obs, precision, bool(per_channel)), "converter"
-    convert_seconds = time.perf_counter() - t0
 
+def exported_model(
+    tflite_bytes: bytes,
+    precision: str,
+    mean: np.ndarray,
+    std: np.ndarray,
+    convert_seconds: float,
+    path: str,
+) -> ExportedModel:
+    """The ``ExportedModel`` of a model ``export_policy`` made."""
     input_quant, output_quant = _read_quant(tflite_bytes)
     return ExportedModel(
         tflite=tflite_bytes,
@@ -132,6 +150,17 @@ def export_policy(
     )
 
 
+def template_rows(model: keras.Model) -> tuple[FoldedPolicy, np.ndarray]:
+    """What ``prepare_template`` converts for ``model``: its generic fold and rows."""
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    if not dense:
+        raise ValueError("export needs a plain stack of Dense layers")
+    obs_dim = int(dense[0].kernel.shape[0])
+    policy = fold(model, np.zeros(obs_dim), np.ones(obs_dim))
+    rows = np.random.default_rng(0).normal(size=(TEMPLATE_ROWS, obs_dim))
+    return policy, rows.astype(np.float32)
+
+
 def prepare_template(model: keras.Model, precision: str = "int8", per_channel: bool = True) -> bool:
     """Convert the template of ``model``'s structure now, so that its first export writes
     into it instead of waiting for the conversion (``edge_rl.export.direct``); whether the
@@ -139,15 +168,8 @@ def prepare_template(model: keras.Model, precision: str = "int8", per_channel: b
     TensorFlow import. ``model``'s values do not matter, only its layers."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
-    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
-    if not dense:
-        raise ValueError("export needs a plain stack of Dense layers")
-    obs_dim = int(dense[0].kernel.shape[0])
-    policy = fold(model, np.zeros(obs_dim), np.ones(obs_dim))
-    rows = np.random.default_rng(0).normal(size=(TEMPLATE_ROWS, obs_dim))
-    return _exporter.prepare(
-        policy.structure, rows.astype(np.float32), precision, bool(per_channel)
-    )
+    policy, rows = template_rows(model)
+    return _exporter.prepare(policy.structure, rows, precision, bool(per_channel))
 
 
 def start_export_worker() -> threading.Thread:

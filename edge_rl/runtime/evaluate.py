@@ -21,6 +21,9 @@ from edge_rl.wire.policy import manifest_from_dict
 class EvalResult:
     returns: tuple[float, ...]
     lengths: tuple[int, ...]
+    # False: stopped once the mean return could no longer reach ``stop_below`` (``Evaluator.
+    # run``); returns and lengths are then the episodes' so far, not a score.
+    complete: bool = True
 
     @property
     def mean(self) -> float:
@@ -55,6 +58,27 @@ def evaluate(
         evaluator.close()
 
 
+_kept: dict[str, Evaluator] = {}  # evaluate_kept's, by env id
+
+
+def evaluate_kept(
+    model: bytes,
+    env_id: str,
+    episodes: int,
+    manifest: PolicyManifest | None,
+    seed: int,
+    stop_below: float | None = None,
+) -> EvalResult:
+    """``evaluate`` on envs this process keeps for ``env_id`` (an ``Evaluator`` made on first
+    use, kept until the process exits). The learner's model selection has its export worker
+    process run it (``ExportWorker.call``): scoring is then no thread of the learner's, so
+    it neither waits for the learner's GIL nor holds it while the updates need it."""
+    evaluator = _kept.get(env_id)
+    if evaluator is None:
+        evaluator = _kept.setdefault(env_id, Evaluator(env_id))
+    return evaluator.run(model, episodes, manifest=manifest, seed=seed, stop_below=stop_below)
+
+
 class Evaluator:
     """``evaluate`` for many models on one env id, its envs made once (making a gymnasium
     env costs ~10 ms, as much as 10 short episodes): the learner's model selection scores
@@ -69,7 +93,12 @@ class Evaluator:
     the envs one by one for 10 episodes, ~20 % for 50 (docs/benchmarks.md). Each episode
     starts from the state of env ``i`` reset with ``seed + i``, copied into the vector env,
     whose physics, termination and time limit are the single env's, so each return is
-    still a fresh env's (a test compares them episode by episode)."""
+    still a fresh env's (a test compares them episode by episode).
+
+    ``stop_below`` (CartPole's vector path only, where a step's reward is at most 1 and the
+    time limit is known): the run stops as soon as the mean return cannot reach it even if
+    every live episode went on to the time limit, and returns ``complete=False``. Model
+    selection uses it to drop a candidate that provably cannot enter its top list."""
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
@@ -85,6 +114,7 @@ class Evaluator:
         manifest: PolicyManifest | None = None,
         seed: int = 10_000,
         num_threads: int = 1,
+        stop_below: float | None = None,
     ) -> EvalResult:
         if episodes < 1:
             raise ValueError("episodes must be >= 1")
@@ -104,7 +134,7 @@ class Evaluator:
             envs = envs[:episodes]
             vector = self._vector_env(episodes, envs[0], spec)
             if vector is not None:
-                return _vector_lockstep(vector, envs, policy, seed)
+                return _vector_lockstep(vector, envs, policy, seed, stop_below)
             return _lockstep(envs, policy, spec, seed)
 
     def close(self) -> None:
@@ -168,10 +198,18 @@ def _lockstep(envs: list[Any], policy: TFLitePolicy, spec: EnvSpec, seed: int) -
     return EvalResult(tuple(returns), tuple(lengths))
 
 
-def _vector_lockstep(vector: Any, envs: list[Any], policy: TFLitePolicy, seed: int) -> EvalResult:
+def _vector_lockstep(
+    vector: Any,
+    envs: list[Any],
+    policy: TFLitePolicy,
+    seed: int,
+    stop_below: float | None = None,
+) -> EvalResult:
     """``_lockstep`` for CartPole: env ``i`` reset with ``seed + i`` gives episode ``i``'s
     start, then the vector env steps every episode at once from those states. A finished
-    episode's row goes on (the vector env restarts it) and is ignored."""
+    episode's row goes on (the vector env restarts it) and is ignored. With ``stop_below``:
+    stopped when even a reward of 1 on every step left to the time limit would leave the
+    mean below it."""
     n = len(envs)
     obs = np.stack(
         [np.asarray(env.reset(seed=seed + i)[0], np.float32) for i, env in enumerate(envs)]
@@ -182,10 +220,18 @@ def _vector_lockstep(vector: Any, envs: list[Any], policy: TFLitePolicy, seed: i
     )
     returns, lengths = np.zeros(n), np.zeros(n, np.int64)
     live = np.ones(n, bool)
+    limit = vector.unwrapped.max_episode_steps
+    complete = True
     while live.any():
         actions = policy.batch_at_once(obs).argmax(axis=1)  # [n]
         obs, reward, terminated, truncated, _ = vector.step(actions)
         returns += np.where(live, reward, 0.0)
         lengths += live
-        live &= ~(terminated | truncated)
-    return EvalResult(tuple(float(r) for r in returns), tuple(int(k) for k in lengths))
+        ended = live & (terminated | truncated)
+        live &= ~ended
+        if stop_below is not None and ended.any():  # the bound falls only when one ends
+            best_case = returns + np.where(live, limit - lengths, 0)  # each episode's most
+            if float(np.mean(best_case)) < stop_below:  # EvalResult.mean's own arithmetic
+                complete = False
+                break
+    return EvalResult(tuple(float(r) for r in returns), tuple(int(k) for k in lengths), complete)

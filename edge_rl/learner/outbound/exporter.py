@@ -6,12 +6,16 @@
     exporter.deploy_best()   # then: republish the best-scoring policy if the last scores lower
     exporter.shutdown()
 
-The network is snapshotted on the main thread (milliseconds); conversion, the LiteRT
-parity check, publishing and scoring (~0.5 s and more) run on the exporter thread while
-training goes on. One export at a time, and none is skipped: when the next one is due
-while the last is still in flight, the main thread waits for it. So the policies a run
-publishes (and selection scores) sit at the same update counts on a quiet and on a busy
-machine; skipping them made a busy machine score fewer candidates.
+The network is snapshotted on the main thread (milliseconds); the rest runs on the
+exporter thread while training goes on. That thread mostly waits: the export itself (the
+template write, the self-check, LiteRT's and the float network's outputs on the parity
+observations, compression; ``export.remote``) and the scoring (``ModelSelection``) run in
+the export worker's process, off the learner's GIL; the thread judges the parity outputs,
+signs, publishes and writes the run directory. One export at a time, and none is
+skipped: when the next one is due while the last is still in flight, the main thread
+waits for it. So the policies a run publishes (and selection scores) sit at the same
+update counts on a quiet and on a busy machine; skipping them made a busy machine score
+fewer candidates.
 """
 
 from __future__ import annotations

@@ -22,12 +22,8 @@ import numpy as np
 
 from edge_rl.agents.algo import Algo
 from edge_rl.config import RunConfig
-from edge_rl.export.tflite import (
-    ExportedModel,
-    export_policy,
-    prepare_template,
-    start_export_worker,
-)
+from edge_rl.export.remote import export_checked, prepare_checked
+from edge_rl.export.tflite import ExportedModel, export_policy, start_export_worker
 from edge_rl.export.worker import CALL_TIMEOUT_S
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
@@ -102,7 +98,7 @@ class PolicyPackager:
             warm_up.join(CALL_TIMEOUT_S)  # the worker bounds its own calls too
             t0 = time.perf_counter()
             try:
-                made = prepare_template(network, e.precision, e.per_channel)
+                made = prepare_checked(network, e.precision, e.per_channel)
             except Exception:  # noqa: BLE001 - the first export makes the template instead
                 log.exception("export template not prepared; the first export converts it")
                 return
@@ -135,19 +131,23 @@ class PolicyPackager:
         # Calibration and parity observations are disjoint draws from replay.
         obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
-        exported = export_policy(model, obs[:n_cal], e.precision, per_channel=e.per_channel)
-        ok, parity = algo.check(exported, model, obs[n_cal:])
+        cal, held_out = obs[:n_cal], obs[n_cal:]
+        checked = export_checked(model, cal, held_out, e.precision, e.per_channel, e.codec)
+        if checked is None:  # not a plain Dense stack: exported and checked on this thread
+            exported = export_policy(model, cal, e.precision, per_channel=e.per_channel)
+            ok, parity = algo.check(exported, model, held_out)
+            packed = None
+        else:
+            exported, packed = checked.exported, checked.payload
+            ok, parity = algo.judge(checked.lite, checked.reference)
         if not ok:
             self.failed += 1
             log.warning("export v%d not published: parity check failed %s", version, parity)
             return None
         manifest = self._manifest(exported, version, learner_step, exploration, algo.output_kind)
-        regions = None
-        if e.codec == "blocks":  # where the weight matrices lie in the flatbuffer
-            from edge_rl.export.regions import weight_regions
-
-            regions = weight_regions(exported.tflite)
-        bundle = PolicyBundle(manifest, compress_model(exported.tflite, e.codec, regions=regions))
+        if packed is None:
+            packed = _pack(exported.tflite, e.codec)
+        bundle = PolicyBundle(manifest, packed)
         payload = encode_policy(bundle, self.signer)
         return Published(bundle, payload, exported.tflite, parity, time.perf_counter() - t0)
 
@@ -231,6 +231,15 @@ class PolicyPackager:
                 meta["compression"],
             )
         return found
+
+
+def _pack(tflite: bytes, codec: str) -> bytes:
+    regions = None
+    if codec == "blocks":  # where the weight matrices lie in the flatbuffer
+        from edge_rl.export.regions import weight_regions
+
+        regions = weight_regions(tflite)
+    return compress_model(tflite, codec, regions=regions)
 
 
 def policies_state(policies: Iterable[Published]) -> PartState:

@@ -10,6 +10,12 @@ current policy and the selection's copy of it are two records of one policy.
 Like SB3's EvalCallback: the scoring episodes are not training env steps, and their seeds
 are apart from the final evaluation's, so the final figure is not the one the choice was
 made on. The int8 model is scored in LiteRT, as the actors run it.
+
+In a run the scoring runs in the export worker's process (``worker``): the same episodes
+with the same seeds (``runtime.evaluate.evaluate_kept``), off the learner's GIL, which the
+scoring's ~500 invokes and vector-env steps per policy otherwise took from the updates,
+and waited for. A worker that dies or hangs is replaced by scoring on the calling thread
+for the rest of the run.
 """
 
 from __future__ import annotations
@@ -20,13 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from edge_rl.config import RunConfig
+from edge_rl.export.worker import ExportWorker, WorkerDied, default_worker
 from edge_rl.learner.outbound.packager import (
     PolicyPackager,
     Published,
     policies_state,
     version_of,
 )
-from edge_rl.runtime.evaluate import EvalResult, Evaluator, evaluate
+from edge_rl.runtime.evaluate import EvalResult, Evaluator, evaluate, evaluate_kept
 from edge_rl.types import PartState
 
 log = logging.getLogger(__name__)
@@ -48,12 +55,15 @@ class ModelSelection:
         seed: int,
         recheck: int = 0,
         packager: PolicyPackager | None = None,
+        worker: ExportWorker | None = None,
     ) -> None:
         """``recheck``: at the end, the TOP best-scoring policies and the last one are
         scored on this many more episodes (other seeds), and the best combined score wins:
         10 episodes let a policy that fails now and then pass for a 500 on CartPole.
-        ``packager``: reopens the policies of a checkpoint (``load_state``)."""
+        ``packager``: reopens the policies of a checkpoint (``load_state``). ``worker``:
+        the process that scores (None: the calling thread)."""
         self.packager = packager
+        self.worker = worker
         self.every = every
         self.episodes = episodes
         self.seed = seed
@@ -73,14 +83,25 @@ class ModelSelection:
             cfg.seed + 20_000,
             cfg.select_recheck,
             packager,
+            default_worker(),
         )
 
     def due(self, version: int) -> bool:
         return bool(self.every) and version % self.every == 0
 
-    def score(self, published: Published) -> float:
-        result = evaluate_policy(published, self.episodes, self.seed, self._evaluators)
+    def score(self, published: Published, cut: bool = True) -> float | None:
+        """``published``'s greedy return, recorded; with ``cut``, None (nothing recorded)
+        when it provably cannot enter the top list: once the list is full, scoring stops as
+        soon as the mean cannot reach its last score (``Evaluator.run``'s ``stop_below``),
+        so only policies that might be chosen are scored to the end."""
+        with self._lock:
+            full = cut and len(self.top) == TOP
+            floor = self.top[-1][1] if full else None
+        result = self._evaluate(published, self.episodes, self.seed, floor)
         v = published.bundle.manifest.policy_version
+        if not result.complete:
+            log.info("policy v%d cannot reach the top %d's %.1f: not scored further", v, TOP, floor)
+            return None
         with self._lock:
             self.scores[v] = result.mean
             if self.best is None or result.mean >= self.best[1]:
@@ -99,7 +120,7 @@ class ModelSelection:
         v_last = last.bundle.manifest.policy_version
         score = self.scores.get(v_last)
         if score is None:
-            score = self.score(last)
+            score = self.score(last, cut=False)
         if self.recheck:
             return self._recheck(last)
         best, best_score = self.best  # set: the last one has been scored at least
@@ -114,7 +135,7 @@ class ModelSelection:
         candidates = [p for p, _ in self.top if version_of(p) != v_last] + [last]
         for p in candidates:
             # seeds apart from both
-            again = evaluate_policy(p, m, self.seed + 7_919, self._evaluators).mean
+            again = self._evaluate(p, m, self.seed + 7_919).mean
             first = self.scores[p.bundle.manifest.policy_version]
             combined.append(((first * n + again * m) / (n + m), p))
             log.info(
@@ -129,6 +150,20 @@ class ModelSelection:
         if version_of(best) == v_last or best_score <= last_score:
             return None
         return best, best_score, last_score
+
+    def _evaluate(
+        self, published: Published, episodes: int, seed: int, stop_below: float | None = None
+    ) -> EvalResult:
+        worker = self.worker
+        if worker is not None:
+            m = published.bundle.manifest
+            args = (published.model, m.env_id, episodes, m, seed, stop_below)
+            try:
+                return worker.call(evaluate_kept, *args)
+            except (WorkerDied, TimeoutError) as e:
+                log.warning("scoring in the export worker failed (%s); scoring here from now", e)
+                self.worker = None
+        return evaluate_policy(published, episodes, seed, self._evaluators, stop_below)
 
     def close(self) -> None:
         """Close the scoring envs (the end of a run)."""
@@ -174,11 +209,13 @@ def evaluate_policy(
     episodes: int,
     seed: int,
     evaluators: dict[str, Evaluator] | None = None,
+    stop_below: float | None = None,
 ) -> EvalResult:
     """Greedy episodes of a published model in LiteRT, on the env its manifest names; on
-    the envs kept in ``evaluators`` (by env id, made on first use) when given."""
+    the envs kept in ``evaluators`` (by env id, made on first use) when given, there with
+    ``Evaluator.run``'s ``stop_below``."""
     m = published.bundle.manifest
     if evaluators is None:
         return evaluate(published.model, m.env_id, episodes, manifest=m, seed=seed)
     evaluator = evaluators.setdefault(m.env_id, Evaluator(m.env_id))
-    return evaluator.run(published.model, episodes, manifest=m, seed=seed)
+    return evaluator.run(published.model, episodes, manifest=m, seed=seed, stop_below=stop_below)

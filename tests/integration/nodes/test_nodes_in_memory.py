@@ -548,7 +548,7 @@ def test_the_recheck_deploys_the_best_combined_score_not_a_lucky_one(monkeypatch
     again = {1: 500.0, 2: 400.0, 3: 300.0, 4: 490.0, 5: 150.0}
     calls: list[tuple[int, int]] = []
 
-    def fake(published, episodes, seed, evaluators=None):
+    def fake(published, episodes, seed, evaluators=None, stop_below=None):
         v = published.bundle.manifest.policy_version
         calls.append((v, episodes))
         table = first if episodes == 10 else again

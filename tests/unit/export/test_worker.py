@@ -253,3 +253,26 @@ def test_the_worker_exits_when_its_parent_is_killed_during_a_call() -> None:
         parent.wait(5)
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_pipes_hold_a_learner_export_in_one_write() -> None:
+    """A learner export's ~0.6 MB request crosses in one write, not ~10 turns of 64 KB."""
+    import fcntl
+
+    from edge_rl.export.worker import PIPE_BYTES, widen_pipe
+
+    read, write = os.pipe()
+    try:
+        assert fcntl.fcntl(write, fcntl.F_GETPIPE_SZ) < PIPE_BYTES  # the system's default
+        widen_pipe(write)
+        assert fcntl.fcntl(write, fcntl.F_GETPIPE_SZ) == PIPE_BYTES
+        os.set_blocking(write, False)
+        assert os.write(write, b"x" * 600_000) == 600_000  # all of it, no reader yet
+    finally:
+        os.close(read)
+        os.close(write)
+    worker = ExportWorker()
+    try:
+        assert worker.call(len, b"y" * 900_000) == 900_000  # through the widened pipes
+    finally:
+        worker.close()
