@@ -14,7 +14,10 @@ first use: CPU-only PyTorch, stable-baselines3, and the same gymnasium, MuJoCo (
 and packaging, which its envs import) and NumPy as edge-rl. PyTorch is not an edge-rl
 dependency. Both processes start together, so a shared machine's load hits them alike; the
 script waits for each with ``os.wait4``, whose resource usage is the process tree's (the
-child and every descendant it reaped: the fleet, the broker, the export worker).
+child and every descendant it reaped: the fleet, the broker, the export worker); edge-rl's
+tree is also read from ``/proc`` every second (``_proc_cpu.py``), which splits its CPU time
+into the learner's main thread, its other threads, the export worker, the actors and the
+broker.
 
 Threads, the same way on both sides: ``--threads T`` (default 1) goes into both processes'
 environment as ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``,
@@ -49,12 +52,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from _common import md_table
+from _proc_cpu import TreeSampler
 
 ROOT = Path(__file__).resolve().parents[1]
 EDGE_RL = str(Path(sys.executable).parent / "edge-rl")
@@ -345,6 +349,9 @@ class Measured:
     cpu_s: float  # user + sys of the process and every descendant it reaped
     load_start: float
     load_end: float
+    # CPU seconds by part of the tree (_proc_cpu.py), for the sides sampled; sums to a little
+    # less than cpu_s (each process's last sample before it exited).
+    cpu_by_role: dict[str, float] = field(default_factory=dict)
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -367,26 +374,47 @@ def launch(cmd: list[str], log: Path, env: dict[str, str]) -> tuple[subprocess.P
     return proc, time.monotonic()
 
 
-def wait_tree(proc: subprocess.Popen, started: float, load: float, out: dict, key: str) -> None:
+def wait_tree(
+    proc: subprocess.Popen,
+    started: float,
+    load: float,
+    out: dict,
+    key: str,
+    sampler: TreeSampler | None = None,
+) -> None:
     """Wait for ``proc`` with ``os.wait4``: its rusage covers the reaped process tree."""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    if sampler is not None:
+        sampler.stop()
     out[key] = Measured(
         returncode=proc.returncode,
         wall_s=time.monotonic() - started,
         cpu_s=usage.ru_utime + usage.ru_stime,
         load_start=load,
         load_end=os.getloadavg()[0],
+        cpu_by_role=sampler.by_role() if sampler is not None else {},
     )
 
 
-def run_together(sides: dict[str, tuple[list[str], Path]], env: dict) -> dict[str, Measured]:
-    """Start every side's command at one moment; wait (bounded) for all of them."""
+def run_together(
+    sides: dict[str, tuple[list[str], Path]], env: dict, sampled: tuple[str, ...] = ("edge-rl",)
+) -> dict[str, Measured]:
+    """Start every side's command at one moment; wait (bounded) for all of them. The
+    ``sampled`` sides' process trees are also read from /proc every second (where the CPU
+    went, by process)."""
     load = os.getloadavg()[0]
     procs = {name: launch(cmd, log, env) for name, (cmd, log) in sides.items()}
+    samplers = {name: TreeSampler(procs[name][0].pid) for name in sampled if name in procs}
+    for sampler in samplers.values():
+        sampler.start()
     measured: dict[str, Measured] = {}
     waiters = [
-        threading.Thread(target=wait_tree, args=(proc, t0, load, measured, name), daemon=True)
+        threading.Thread(
+            target=wait_tree,
+            args=(proc, t0, load, measured, name, samplers.get(name)),
+            daemon=True,
+        )
         for name, (proc, t0) in procs.items()
     ]
     for waiter in waiters:
@@ -485,12 +513,18 @@ def table(records: list[dict], sb3_note: str) -> str:
 
 
 def breakdown(records: list[dict]) -> str:
-    """Where each side's wall time went: edge-rl's learner main thread, SB3's loop."""
+    """Where each side's wall time went (edge-rl's learner main thread, SB3's loop), and
+    edge-rl's CPU time by process."""
     rows = []
     for rec in records:
         b = rec["edge-rl"]["breakdown_s"]
         parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(b.items(), key=lambda kv: -kv[1]))
         rows.append([rec["task"], "edge-rl (learner main thread)", parts])
+        cpu = rec["edge-rl"]["measured"].get("cpu_by_role") or {}
+        if cpu:
+            rows.append(
+                [rec["task"], "edge-rl CPU s by process (/proc)", _parts(list(cpu.items()))]
+            )
         fleet = rec["edge-rl"]["fleet_s"]
         if fleet:
             top = sorted(((k, v) for k, v in fleet.items() if k != "wall"), key=lambda kv: -kv[1])

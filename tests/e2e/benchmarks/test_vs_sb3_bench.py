@@ -21,6 +21,7 @@ from tests.harness.paths import REPO
 SCRIPT = REPO / "benchmarks" / "vs_sb3.py"
 sys.path.insert(0, str(SCRIPT.parent))
 import vs_sb3  # noqa: E402
+from _proc_cpu import TreeSampler, role_of  # noqa: E402
 
 
 def parse_table(stdout: str) -> list[dict[str, str]]:
@@ -111,6 +112,43 @@ def test_table_rows_and_the_wall_ratio():
     assert rows[0]["load start/end"] == "1.00/2.50"
     assert rows[3]["final return"] == "SB3 not run (--no-sb3)"
     assert rows[2]["SB3 wall / edge-rl wall"] == "-"
+
+
+def test_breakdown_lists_edge_rls_cpu_by_process():
+    edge = _side(100.0, 500.0)
+    edge["measured"]["cpu_by_role"] = {"learner other threads": 75.0, "actors": 6.5}
+    text = vs_sb3.breakdown([{"task": "pendulum", "edge-rl": edge}])
+    rows = {r["side"]: r["seconds by bucket"] for r in parse_table(text)}
+    assert rows["edge-rl CPU s by process (/proc)"] == "learner other threads 75.0, actors 6.5"
+
+
+def test_roles_of_an_edge_rl_learn_tree():
+    assert role_of("python3 /x/edge-rl learn --config c.yaml", is_root=True) == "learner"
+    assert role_of("python3 -m edge_rl.export.worker 9 13", False) == "export worker"
+    assert role_of("python3 -m edge_rl.cli actor --id sim-00", False) == "actors"
+    assert role_of("/usr/sbin/mosquitto -c mosquitto.conf", False) == "broker"
+    assert role_of("python3 cpuinfo.py --json", False) == "other: python3 cpuinfo.py"
+
+
+def test_tree_sampler_splits_a_real_tree_by_process_and_thread():
+    # A root whose second thread burns ~0.6 s and whose child (an "actor") burns ~0.4 s.
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
+    child = [sys.executable, "-c", burn.format(s=0.4), "actor"]
+    root_code = (
+        "import subprocess, sys, threading, time\n"
+        f"c = subprocess.Popen({child!r})\n"
+        f"th = threading.Thread(target=exec, args=({burn.format(s=0.6)!r},))\n"
+        "th.start(); th.join(); c.wait(); time.sleep(0.5)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", root_code])
+    sampler = TreeSampler(proc.pid, every_s=0.1)
+    sampler.start()
+    proc.wait(timeout=60)
+    sampler.stop()
+    cpu = sampler.by_role()
+    assert cpu["learner other threads"] >= 0.45  # the burning thread, not the main one
+    assert cpu["learner main thread"] < cpu["learner other threads"]
+    assert cpu["actors"] >= 0.25  # sampled up to 0.1 s before the child exited
 
 
 @pytest.mark.slow
