@@ -226,7 +226,7 @@ def test_a_run_ends_with_every_board_serving_its_result_and_the_next_run_takes_t
         _end(fleet, actor)
 
 
-BUDGET = 2_000
+BUDGET = 3_000
 
 
 @pytest.mark.slow
@@ -236,7 +236,15 @@ def test_sigterm_pauses_the_run_and_resume_finishes_it_with_the_same_boards(
     url, run_name, run = fresh_mosquitto.url, "pause-e2e", tmp_path / "run"
     topics = Topics("edge-rl", run_name)
     statuses = Statuses(mqtt_client_factory, url, topics)
-    sets = {**SMALL, "run": run_name, "total_env_steps": BUDGET, "checkpoint.every_s": 0}
+    # A short lead: without the learner's updates the boards run at most 300 steps ahead,
+    # so the SIGTERM lands well before the budget even when the learner is slow to see it.
+    sets = {
+        **SMALL,
+        "run": run_name,
+        "total_env_steps": BUDGET,
+        "checkpoint.every_s": 0,
+        "max_lag_transitions": 300,
+    }
     argv = [sys.executable, "-m", "edge_rl.cli", "learn", "--config", "examples/cartpole_dqn.yaml"]
     argv += ["--out", str(run), "--broker", url, "--fleet", "0"]
     for k, v in sets.items():
@@ -256,7 +264,7 @@ def test_sigterm_pauses_the_run_and_resume_finishes_it_with_the_same_boards(
 
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline and learner.poll() is None:
-            if sum(s.env_steps for s in statuses.now().values()) >= 0.4 * BUDGET:
+            if sum(s.env_steps for s in statuses.now().values()) >= 0.25 * BUDGET:
                 break
             time.sleep(0.1)
         assert learner.poll() is None, learner.stderr.read().decode()[-3000:]
