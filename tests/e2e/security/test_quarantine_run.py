@@ -38,7 +38,9 @@ from tests.harness.attackers import PerfectBoard
 HONEST = ("sim-00", "sim-01", "sim-02")
 OUTLIER = "outlier"
 EPISODE = 200  # the outlier's episodes: always truncated here, never fallen
-BUDGET = 4_000
+# Long enough that the rule (applied once a second) judges the outlier well before the
+# end on a quiet machine too, where the fleet steps a few thousand env steps a second.
+BUDGET = 10_000
 
 
 def real_config(run: str) -> RunConfig:
@@ -57,7 +59,7 @@ def real_config(run: str) -> RunConfig:
             every_updates=100, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
         ),
         checkpoint=CheckpointConfig(every_s=0),
-        # 3 of its 200-step episodes judge it: 5 took most of its share of this short budget.
+        # 3 of its 200-step episodes judge it.
         quarantine=QuarantineConfig(min_episodes=3),
     )
 
