@@ -14,7 +14,7 @@ variable made, a tensor converted): the call must come before that (a later one 
 nothing; ``LearnerNode`` makes it first thing). The directory is
 ``$EDGE_RL_XLA_CACHE`` (default ``~/.cache/edge-rl/xla``), one subdirectory per TensorFlow
 version; ``EDGE_RL_XLA_CACHE=off`` (or empty) turns the cache off. A flag already in
-``TF_XLA_FLAGS`` naming a directory is left as it is, and that directory is the one used.
+``TF_XLA_FLAGS`` naming a directory is left as it is.
 """
 
 from __future__ import annotations
@@ -42,13 +42,11 @@ def cache_root() -> Path | None:
 
 def use_xla_cache(root: Path | None = None) -> Path | None:
     """Point XLA's persistent cache at ``root`` (default ``cache_root()``) / this
-    TensorFlow's version; the directory used (one ``TF_XLA_FLAGS`` already names, as a
-    learner's child process inherits it, is kept), or None (off, or the directory cannot
-    be made: the learner then compiles as without a cache)."""
+    TensorFlow's version; the directory used, or None (off, already set elsewhere, or the
+    directory cannot be made: the learner then compiles as without a cache)."""
     flags = os.environ.get("TF_XLA_FLAGS", "")
-    for flag in flags.split():
-        if flag.startswith(f"{FLAG}="):  # set already (the user, a parent process): kept
-            return Path(flag.split("=", 1)[1])
+    if FLAG in flags:
+        return None
     root = root if root is not None else cache_root()
     if root is None:
         return None
