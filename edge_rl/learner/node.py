@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from edge_rl.agents.algo import make_algo
-from edge_rl.agents.compile_cache import use_xla_cache
 from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.learner.credit import Grants
@@ -77,10 +76,6 @@ class LearnerNode:
         made if missing). ``stop``: set by a signal, ends the run early; ``resume``: from
         the run directory's checkpoint, with the run id it had (its actors keep their place)."""
         self.cfg = cfg
-        # Before TensorFlow runs its first op, which reads TF_XLA_FLAGS (once per process).
-        cache = use_xla_cache()
-        if cache is not None:
-            log.info("XLA compile cache: %s", cache)
         self.run_dir = run_dir = RunDir(run_dir)
         self.stop = stop or StopRequest()
         self.resume = resume
