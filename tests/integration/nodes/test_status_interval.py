@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.actor.run_control import RunControl
@@ -31,9 +32,11 @@ def test_run_control_keeps_the_longer_of_the_two_intervals():
     assert rc.status_every(1.0) == 1.0  # none stated: the board's own again
 
 
-def statuses_in(seconds: float, stated: float, public_key: str) -> int:
-    """Statuses an actor with a 0.05 s interval of its own sends in ``seconds`` while it
-    waits for credit, under a control that states ``stated``."""
+def actor_under_control(
+    stated: float, own_interval: float, public_key: str
+) -> tuple[MemoryBroker, Any, ActorNode, list[str], threading.Thread]:
+    """A learner's end of an in-memory broker that records every status state, its control
+    stating ``stated``, and an actor with a status interval of ``own_interval`` running."""
     broker = MemoryBroker()
     seen: list[str] = []
     learner = broker.connect(
@@ -45,11 +48,18 @@ def statuses_in(seconds: float, stated: float, public_key: str) -> int:
     assert learner.wait_connected(5)
     control = encode_control(ControlMessage("running", RUN_ID, "", stated))
     learner.publish(TOPICS.control, control, retain=True)
-    board = BoardConfig(board="test-board", status_interval_s=0.05)
+    board = BoardConfig(board="test-board", status_interval_s=own_interval)
     opts = ActorOptions("a0", "CartPole-v1", "memory://", run=RUN, policy_key=public_key)
     node = ActorNode(board, opts, connect=broker.connect)
     thread = threading.Thread(target=node.run, name="actor-under-test", daemon=True)
     thread.start()
+    return broker, learner, node, seen, thread
+
+
+def statuses_in(seconds: float, stated: float, public_key: str) -> int:
+    """Statuses an actor with a 0.05 s interval of its own sends in ``seconds`` while it
+    waits for credit, under a control that states ``stated``."""
+    broker, _learner, node, seen, thread = actor_under_control(stated, 0.05, public_key)
     try:
         deadline = time.monotonic() + 30
         while "paused" not in seen and time.monotonic() < deadline:  # joined, no credit
@@ -88,21 +98,7 @@ def test_a_board_says_paused_at_once_not_at_its_next_status(policy_keys):
     """With a 30 s interval of its own, a board tells a pause within a wait turn: an
     interrupted learner writes its summary once its boards say ``paused``."""
     _signer, public_key = policy_keys
-    broker = MemoryBroker()
-    seen: list[str] = []
-    learner = broker.connect(
-        "learner",
-        subscriptions=[(TOPICS.all_status, 1)],
-        on_message=lambda _t, p: p and seen.append(decode_status(p).state),
-    )
-    learner.start()
-    assert learner.wait_connected(5)
-    learner.publish(TOPICS.control, encode_control(ControlMessage("running", RUN_ID)), retain=True)
-    board = BoardConfig(board="test-board", status_interval_s=30.0)
-    opts = ActorOptions("a0", "CartPole-v1", "memory://", run=RUN, policy_key=str(public_key))
-    node = ActorNode(board, opts, connect=broker.connect)
-    thread = threading.Thread(target=node.run, name="actor-under-test", daemon=True)
-    thread.start()
+    broker, learner, node, seen, thread = actor_under_control(0.0, 30.0, str(public_key))
     try:
         deadline = time.monotonic() + 30
         while len(seen) < 2 and time.monotonic() < deadline:  # "starting", then joined
