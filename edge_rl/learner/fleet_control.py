@@ -140,6 +140,7 @@ class FleetStats:
     actor_sessions_refused: int  # second live processes under one id (identity.py)
     credit_written_off: int  # sent, never received, granted again
     grants_unsent: int  # grants the transport refused (its queue full): sent again next round
+    control_unsent: int  # control messages the transport refused: sent again, as grants are
     actors: Mapping[str, ActorStatus]  # each actor's last status
     breakdowns: Mapping[str, Mapping[str, float]]  # each actor's last runtime breakdown
 
@@ -246,6 +247,7 @@ class FleetControl:
                 actor_sessions_refused=self.ids.refused_sessions,
                 credit_written_off=sum(self.written_off.values()),
                 grants_unsent=self.grants_unsent,
+                control_unsent=self.control_unsent,
                 actors=dict(self._actors),
                 breakdowns=dict(self._breakdowns),
             )
@@ -379,7 +381,13 @@ class FleetControl:
         payload = encode_control(self._last)
         sent = self._publish(self.topics.control, payload, retain=True, wait=wait)
         self._control_pending = not sent
-        self.control_unsent += not sent
+        if not sent:
+            self.control_unsent += 1
+            if self.control_unsent == 1:  # the counter in summary.json says how often
+                log.warning(
+                    "the %r control message was refused by the transport: sent again",
+                    self._last.state,
+                )
 
     def _resend_control(self) -> None:
         with self._lock:

@@ -117,6 +117,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "transitions_over_budget": s.over_budget,
         "credit_written_off": f.credit_written_off,
         "grants_unsent": f.grants_unsent,
+        "control_unsent": f.control_unsent,
         "ingest_queue_dropped": r.inbox.dropped,
         "ingest_queue_dropped_transitions": r.inbox.dropped_transitions,
         "broker_dropped_messages": r.broker_dropped,

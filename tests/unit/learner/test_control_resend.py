@@ -41,6 +41,7 @@ def test_a_refused_control_goes_out_with_the_next_send():
     transport.refuse = True
     control.send("paused", reason="interrupted")
     assert transport.controls == ["running"] and control.control_unsent == 1
+    assert control.stats().control_unsent == 1  # summary.json's count
     transport.refuse = False
     control.send("paused", reason="interrupted")
     control.send("paused", reason="interrupted")  # sent: not again
