@@ -14,6 +14,7 @@ so there the CPU columns are the ones to compare.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import time
@@ -23,7 +24,6 @@ from typing import Any, Protocol
 
 import numpy as np
 from _common import (
-    BATCH,
     EPSILON,
     NETS,
     SEED,
@@ -35,6 +35,8 @@ from _common import (
 )
 
 ACTOR_NODE = "ActorNode (real MQTT; policy + control via topics)"
+# The node at batch_size 64: its per-batch work spread over half as many steps.
+ACTOR_NODE_64 = "(ActorNode with batch_size 64)"
 
 
 class Runnable(Protocol):
@@ -140,10 +142,12 @@ def _bare_rung(exported, method: bool = False) -> Rung:
 
 
 def _policy_rung(exported, batching: bool) -> Rung:
-    """``TFLitePolicy`` and ``Explorer`` (its draws once per ``BATCH`` steps, as the node
-    plans a stint); with ``batching``, ``Batcher`` rows and the encoder once per batch."""
+    """``TFLitePolicy`` and ``Explorer`` (its draws once per batch of the board's default
+    ``batch_size`` steps, as the node plans a stint); with ``batching``, ``Batcher`` rows
+    and the encoder once per batch."""
     from edge_rl.actor.batching import Batcher
     from edge_rl.actor.exploration import Explorer
+    from edge_rl.boards import BoardConfig
     from edge_rl.envs import make_env
     from edge_rl.runtime.litert import TFLitePolicy
     from edge_rl.specs import EnvSpec
@@ -152,22 +156,23 @@ def _policy_rung(exported, batching: bool) -> Rung:
     policy = TFLitePolicy(exported.tflite, num_threads=1).__call__
     env = make_env("CartPole-v1")
     explorer = Explorer(EnvSpec(obs_shape=(4,), num_actions=2), np.random.default_rng(SEED))
-    batcher = Batcher("bench", 1, BATCH, 0.5)
+    batch = BoardConfig(board="bench-host").batch_size
+    batcher = Batcher("bench", 1, batch, 0.5)
     encode, exploration = encode_transitions, {"epsilon": EPSILON}
     state = [env.reset(seed=SEED)[0], 0]  # obs, the step's index in its block
 
     def step() -> bool:
         obs, i = state
         if i == 0:
-            explorer.plan(exploration, BATCH)
+            explorer.plan(exploration, batch)
             if batching:
                 batcher.open(1)
         action = explorer.act(policy(obs), i)
         next_obs, reward, term, trunc, _ = env.step(action)
-        state[1] = (i + 1) % BATCH
+        state[1] = (i + 1) % batch
         if batching:
             batcher.append((obs, action, reward, next_obs, term, trunc))
-            if i == BATCH - 1:
+            if i == batch - 1:
                 encode(batcher.take())
         if term or trunc:
             state[0] = env.reset()[0]
@@ -231,19 +236,25 @@ class ActorRung:
     that it takes turns with the in-process rungs instead of competing with them for the CPU.
     """
 
-    def __init__(self, broker, exported) -> None:
+    def __init__(
+        self, broker, exported, batch_size: int | None = None, actor_id: str = "bench-00"
+    ) -> None:
+        """``batch_size``: the board's, if not its default. Two rungs in one process need
+        two ``actor_id`` (their MQTT client ids)."""
         from edge_rl.actor.node import ActorNode, ActorOptions
         from edge_rl.boards import BoardConfig, Emulation
 
         run = f"bench-{uuid.uuid4().hex[:8]}"
         board = BoardConfig(board="bench-host", emulation=Emulation(compute_slowdown=1.0))
+        if batch_size is not None:
+            board = dataclasses.replace(board, batch_size=batch_size)
         import tempfile
         from pathlib import Path
 
         key = Path(tempfile.mkdtemp(prefix="edge-rl-bench-")) / "learner.pub"
         _signer().write_public(key)
         opts = ActorOptions(
-            actor_id="bench-00",
+            actor_id=actor_id,
             env="CartPole-v1",
             broker=broker.url,
             run=run,
@@ -251,7 +262,9 @@ class ActorRung:
             policy_key=str(key),
         )
         self.node = node = ActorNode(board, opts)
-        self.learner = _publish_policy_and_control(broker.url, run, exported, node.session)
+        self.learner = _publish_policy_and_control(
+            broker.url, run, exported, node.session, actor_id
+        )
         self.publish_ns = [0, 0]  # time inside MqttTransport.publish, calls
         real_publish = node.transport.publish
 
@@ -320,7 +333,7 @@ class ActorRung:
         self.learner.stop()
 
 
-def _publish_policy_and_control(url: str, run: str, exported, session: int):
+def _publish_policy_and_control(url: str, run: str, exported, session: int, actor_id: str):
     """What a learner would retain for the actor: policy v1, control ``running`` and a
     credit grant to the actor's process (``session``) of 10^12 steps: no practical limit.
     Returns the (started) transport; stop it when done.
@@ -339,7 +352,7 @@ def _publish_policy_and_control(url: str, run: str, exported, session: int):
     control = encode_control(ControlMessage("running", BENCH_RUN_ID))
     ok = ok and learner.publish(topics.control, control, retain=True, wait=5)
     grant = encode_credit(CreditGrant(BENCH_RUN_ID, session, 10**12))
-    ok = ok and learner.publish(topics.credit("bench-00"), grant, retain=True, wait=5)
+    ok = ok and learner.publish(topics.credit(actor_id), grant, retain=True, wait=5)
     if not ok:
         learner.stop()
         raise RuntimeError("could not publish the policy / control messages")
@@ -353,7 +366,8 @@ def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
     rungs: dict[str, Runnable] = dict(make_rungs(ex8, ex32))
     names = list(rungs)
     rungs[ACTOR_NODE] = actor = ActorRung(broker, ex8)
-    order = names[:-2] + [ACTOR_NODE, *names[-2:]]  # the side notes last
+    rungs[ACTOR_NODE_64] = ActorRung(broker, ex8, batch_size=64, actor_id="bench-64")
+    order = names[:-2] + [ACTOR_NODE, *names[-2:], ACTOR_NODE_64]  # the side notes last
     acc = {n: {"steps": 0, "episodes": 0, "wall": 0.0, "cpu": 0.0, "rates": []} for n in order}
     n_slices = round(seconds / slice_s)
     try:
