@@ -123,6 +123,9 @@ class TransportConfig:
 class ExportConfig:
     precision: str = "int8"  # int8 (full-integer) | fp16 | fp32
     every_updates: int = 500  # export + publish after this many gradient updates
+    # Most of the run's wall time the exporter may be busy (exporting, publishing, scoring):
+    # an export due beyond it waits until the share allows it. 1: no limit.
+    max_busy_share: float = 0.1
     calibration_size: int = 1_000  # replay observations for int8 calibration
     parity_size: int = 1_000  # held-out replay observations for the parity check
     min_greedy_agreement: float = 0.9  # DQN: an export below this is not published
@@ -153,6 +156,8 @@ class ExportConfig:
             raise ValueError("export.every_updates >= 1, calibration/parity sizes >= 10")
         if not 0.0 <= self.min_greedy_agreement <= 1.0:
             raise ValueError("export.min_greedy_agreement must be in [0, 1]")
+        if not 0.0 < self.max_busy_share <= 1.0:
+            raise ValueError(f"export.max_busy_share must be in (0, 1]: {self.max_busy_share}")
         if self.max_action_error <= 0 or self.mean_action_error <= 0:
             raise ValueError("export.max_action_error and mean_action_error must be > 0")
         if not 0.5 <= self.action_error_quantile <= 1.0:

@@ -130,6 +130,7 @@ class LearnerNode:
             self.clocks,
             lambda: self.env_steps,
             cfg.export.every_updates,
+            cfg.export.max_busy_share,
         )
         # statuses in, control and credit out
         self.fleet = FleetControl(

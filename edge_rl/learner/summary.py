@@ -108,6 +108,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "parity": p.parity if p else None,
         "last_export_seconds": round(p.export_seconds, 3) if p else None,
         "exports_failed": r.packager.failed + b.refused,
+        "exports_deferred": r.exporter.deferred,
         "transitions_received": s.transitions,
         "transitions_rejected": s.rejected_transitions,
         "transitions_duplicate": s.duplicate_transitions,

@@ -1,6 +1,7 @@
 """Background export: snapshot -> int8 conversion + parity -> broadcast -> score.
 
-    exporter = Exporter(algo, replay, packager, broadcast, selection, clocks, env_steps, every)
+    exporter = Exporter(algo, replay, packager, broadcast, selection, clocks, env_steps,
+                        every, max_busy_share)
     exporter.maybe_export(compression)   # main thread: when export.every_updates have passed
     exporter.export(compression, wait=True)  # the end of a run: on the calling thread
     exporter.deploy_best()   # then: republish the best-scoring policy if the last scores lower
@@ -11,11 +12,17 @@ exporter thread while training goes on. That thread mostly waits: the export its
 template write, the self-check, LiteRT's and the float network's outputs on the parity
 observations, compression; ``export.remote``) and the scoring (``ModelSelection``) run in
 the export worker's process, off the learner's GIL; the thread judges the parity outputs,
-signs, publishes and writes the run directory. One export at a time, and none is
-skipped: when the next one is due while the last is still in flight, the main thread
-waits for it. So the policies a run publishes (and selection scores) sit at the same
-update counts on a quiet and on a busy machine; skipping them made a busy machine score
-fewer candidates.
+signs, publishes and writes the run directory. One export at a time.
+
+An export is due every ``every_updates`` updates, and goes out at the first due check at
+which the exporter is within its budget: busy (export, publish, scoring) at most
+``max_busy_share`` of the run's wall time so far, and no export in flight. Otherwise it
+waits, and training goes on: the main thread never waits for an export. Each version costs
+the worker's CPU and one of the host's cores for its wall time (~40 ms of a quiet 2-core
+host, 2-3x that next to a CPU hog), so a fixed cadence would take a share of the run that
+grows with the learner's speed and the host's load; the budget bounds it. A busy machine
+makes each version and the run slower alike, so it publishes about as many versions as a
+quiet one. The deferrals are counted (``exports_deferred``).
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ExporterStats:
     deployed_from: int | None  # version whose weights the last publish redeployed
+    deferred: int  # due exports that waited for the exporter's budget (or one in flight)
+
+BUSY = ("export", "publish", "evaluate")  # the exporter clock's buckets that are its work
 
 
 class Exporter:
@@ -54,6 +64,7 @@ class Exporter:
         clocks: dict[str, LapClock],  # "main" and "exporter"
         env_steps: Callable[[], int],
         every_updates: int,
+        max_busy_share: float = 1.0,
     ) -> None:
         self.algo = algo
         self.replay = replay
@@ -64,6 +75,9 @@ class Exporter:
         self._clock = clocks["exporter"]
         self._env_steps = env_steps
         self.every_updates = every_updates
+        self.max_busy_share = max_busy_share
+        self.deferred = 0  # due exports that waited (each counted once)
+        self._waiting = False  # the export due now has waited at least once
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exporter")
         self._job: Future | None = None
         self._shadow: Any = None  # the copy exports read (_snapshot)
@@ -71,12 +85,36 @@ class Exporter:
         self.deployed_from: int | None = None  # version whose weights were redeployed
 
     def maybe_export(self, compression: float | None) -> None:
-        if self.algo.updates - self._last_updates >= self.every_updates:
-            self.export(compression)
+        """Export if one is due and the exporter is free and within its budget."""
+        if self.algo.updates - self._last_updates < self.every_updates:
+            return
+        if self.busy_now():
+            if not self._waiting:
+                self._waiting = True
+                self.deferred += 1
+                if self.deferred == 1:
+                    log.info(
+                        "export: a due version waits for the exporter (busy over %.0f %% of "
+                        "the run's wall time, export.max_busy_share, or one in flight)",
+                        100 * self.max_busy_share,
+                    )
+            return
+        self.export(compression)
+
+    def busy_now(self) -> bool:
+        """An export in flight, or the exporter's busy time over its share of the wall."""
+        if self._job is not None and not self._job.done():
+            return True
+        clock = self._clock
+        busy = clock.totals()
+        wall = clock.now() - clock.start
+        return sum(busy[b] for b in BUSY) > self.max_busy_share * wall
 
     def export(self, compression: float | None, wait: bool = False) -> None:
-        """``compression``: the network's ratio now (the compressor changes only here)."""
+        """``compression``: the network's ratio now (the compressor changes only here).
+        Waits for an export in flight first; ``wait``: this one runs on the calling thread."""
         self._last_updates = self.algo.updates
+        self._waiting = False
         if len(self.replay) < 20:  # too few observations to calibrate int8 on
             return
         lap = self._main.lap
@@ -171,14 +209,15 @@ class Exporter:
         return v_best
 
     def stats(self) -> ExporterStats:
-        return ExporterStats(self.deployed_from)
+        return ExporterStats(self.deployed_from, self.deferred)
 
     # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
 
     def state(self) -> PartState:
         """Waits for an export in flight first: the broadcast and the selection hold still."""
         self.wait()
-        return PartState({"last_updates": self._last_updates})
+        return PartState({"last_updates": self._last_updates, "deferred": self.deferred})
 
     def load_state(self, state: PartState) -> None:
         self._last_updates = int(state.json["last_updates"])
+        self.deferred = int(state.json.get("deferred", 0))
