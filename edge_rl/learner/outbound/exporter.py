@@ -50,6 +50,7 @@ class ExporterStats:
     deployed_from: int | None  # version whose weights the last publish redeployed
     deferred: int  # due exports that waited for the exporter's budget (or one in flight)
 
+
 BUSY = ("export", "publish", "evaluate")  # the exporter clock's buckets that are its work
 
 
