@@ -197,7 +197,8 @@ def test_each_part_keeps_its_own_state_in_the_checkpoint(tmp_path):
     ck = tmp_path / "run" / "checkpoint"
     state = json.loads((ck / "state.json").read_text())
     assert set(state) == set(node.durable.parts) >= {"algo", "replay", "ingest", "broadcast"}
-    assert state["exporter"] == {"last_updates": 0} and state["replay"]["size"] == 500
+    assert state["exporter"] == {"last_updates": 0, "deferred": 0}
+    assert state["replay"]["size"] == 500
     assert {f.name for f in ck.glob("*.npz")} == {"algo.npz", "replay.npz"}
     del state["meter"]
     (ck / "state.json").write_text(json.dumps(state))
