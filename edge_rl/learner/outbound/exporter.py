@@ -65,7 +65,7 @@ class Exporter:
         clocks: dict[str, LapClock],  # "main" and "exporter"
         env_steps: Callable[[], int],
         every_updates: int,
-        max_busy_share: float = 1.0,
+        max_busy_share: float,  # export.max_busy_share
     ) -> None:
         self.algo = algo
         self.replay = replay
