@@ -266,6 +266,7 @@ class ActorRung:
             broker.url, run, exported, node.session, actor_id
         )
         self.publish_ns = [0, 0]  # time inside MqttTransport.publish, calls
+        self.switches = [0, 0]  # the loop thread's voluntary, involuntary context switches
         real_publish = node.transport.publish
 
         def timed_publish(*args, **kwargs):
@@ -312,9 +313,11 @@ class ActorRung:
         time.sleep(0.02)  # a paused node looks at its state every 10 ms
         c0 = read_clocks(self.clocks)
         s0, e0, b0, p0 = node.env_steps, node.episodes, node.batches_sent, list(self.publish_ns)
+        w0 = context_switches(self.thread.native_id)
         t0 = time.perf_counter()
         time.sleep(seconds)
         s1, e1, b1, p1 = node.env_steps, node.episodes, node.batches_sent, list(self.publish_ns)
+        w1 = context_switches(self.thread.native_id)
         t1 = time.perf_counter()
         c1 = read_clocks(self.clocks)
         node.rc.state = "paused"
@@ -323,6 +326,7 @@ class ActorRung:
         for k in c0:
             self.cpu[k] += c1[k] - c0[k]
         self.batches += b1 - b0
+        self.switches = [a + b - c for a, b, c in zip(self.switches, w1, w0, strict=True)]
         self.publish_calls += p1[1] - p0[1]
         self.publish_s += (p1[0] - p0[0]) / 1e9
         return s1 - s0, e1 - e0, t1 - t0, c1["actor loop"] - c0["actor loop"]
@@ -331,6 +335,22 @@ class ActorRung:
         self.node.stop()
         self.thread.join(20)
         self.learner.stop()
+
+
+def context_switches(tid: int | None) -> tuple[int, int]:
+    """A thread of this process's voluntary and involuntary context switches so far (Linux
+    ``/proc``; zeros elsewhere). A voluntary one is the thread blocking: on a lock, the
+    GIL, a socket."""
+    counts = {"voluntary_ctxt_switches": 0, "nonvoluntary_ctxt_switches": 0}
+    try:
+        with open(f"/proc/self/task/{tid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in counts:
+                    counts[key] = int(value)
+    except OSError:
+        pass
+    return counts["voluntary_ctxt_switches"], counts["nonvoluntary_ctxt_switches"]
 
 
 def _publish_policy_and_control(url: str, run: str, exported, session: int, actor_id: str):
@@ -513,6 +533,7 @@ def _print_actor_node(actor: ActorRung, a: dict[str, Any]) -> dict[str, Any]:
         "cpu_us_per_step_by_thread": per_step,
         "policy_version": actor.node.slot.version,
         "spool_dropped_batches": actor.node.spool.dropped_batches,
+        "loop_switches_per_batch": [n / max(actor.batches, 1) for n in actor.switches],
         "stopped_cleanly": not actor.thread.is_alive(),
     }
     print(
@@ -523,6 +544,7 @@ def _print_actor_node(actor: ActorRung, a: dict[str, Any]) -> dict[str, Any]:
         + ", ".join(f"{k} {v:.2f}" for k, v in per_step.items())
         + ". CPU while running, % of one core: "
         + ", ".join(f"{k} {100 * v:.0f}%" for k, v in cpu.items())
-        + ".\n"
+        + ". The loop thread blocked {:.1f} times per batch (voluntary context switches; "
+        "involuntary {:.1f}).\n".format(*node["loop_switches_per_batch"])
     )
     return node
