@@ -34,6 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import md_table  # noqa: E402
 
+from edge_rl.telemetry.breakdown import busy  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 HOG = "import time\nend = time.monotonic() + {t}\nwhile time.monotonic() < end:\n    pass\n"
 ARMS = ("quiet", "busy")
@@ -106,10 +108,9 @@ def shares(summary: dict) -> dict[str, float]:
     rb = summary["runtime_breakdown"]
     main, exporter = rb["learner"]["main"], rb["learner"]["exporter"]
     wall = max(main["wall"], 1e-9)
-    busy = exporter["export"] + exporter["publish"] + exporter["evaluate"]
     fleet = rb["fleet_total"]
     return {
-        "exporter_busy": 100 * busy / wall,
+        "exporter_busy": 100 * busy(exporter) / wall,
         "main_idle": 100 * main["idle"] / wall,
         "main_updates": 100 * main["updates"] / wall,
         "boards_idle": 100 * fleet.get("idle", 0.0) / max(fleet.get("wall", 0.0), 1e-9),

@@ -93,6 +93,12 @@ class LapClock:
         return out
 
 
+def busy(breakdown: Mapping[str, float]) -> float:
+    """Seconds a thread's breakdown charges to work: every bucket but ``idle`` (and the
+    ``wall`` they add up to)."""
+    return sum(v for k, v in breakdown.items() if k not in ("idle", "wall"))
+
+
 def learner_clocks() -> dict[str, LapClock]:
     return {thread: LapClock(buckets) for thread, buckets in LEARNER_THREADS.items()}
 

@@ -39,7 +39,7 @@ from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.packager import PolicyPackager, snapshot
 from edge_rl.learner.outbound.selection import ModelSelection
 from edge_rl.learner.replay import ReplayBuffer
-from edge_rl.telemetry.breakdown import LapClock
+from edge_rl.telemetry.breakdown import LapClock, busy
 from edge_rl.types import PartState
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,6 @@ log = logging.getLogger(__name__)
 class ExporterStats:
     deployed_from: int | None  # version whose weights the last publish redeployed
     deferred: int  # due exports that waited for the exporter's budget (or one in flight)
-
-
-BUSY = ("export", "publish", "evaluate")  # the exporter clock's buckets that are its work
 
 
 class Exporter:
@@ -107,9 +104,7 @@ class Exporter:
         if self._job is not None and not self._job.done():
             return True
         clock = self._clock
-        busy = clock.totals()
-        wall = clock.now() - clock.start
-        return sum(busy[b] for b in BUSY) > self.max_busy_share * wall
+        return busy(clock.totals()) > self.max_busy_share * (clock.now() - clock.start)
 
     def export(self, compression: float | None, wait: bool = False) -> None:
         """``compression``: the network's ratio now (the compressor changes only here).
