@@ -12,16 +12,9 @@ import pytest
 from edge_rl.learner.outbound import exporter as exporter_module
 from edge_rl.learner.outbound.exporter import Exporter
 from edge_rl.telemetry.breakdown import LEARNER_THREADS, LapClock
+from tests.harness.clocks import FakeClock
 
 EVERY = 100
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class Packager:
@@ -49,7 +42,7 @@ def make(
     monkeypatch: pytest.MonkeyPatch, share: float, cost: float = 1.0
 ) -> tuple[Exporter, types.SimpleNamespace, FakeClock, Packager]:
     monkeypatch.setattr(exporter_module, "snapshot", lambda network: Shadow())
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     clocks = {name: LapClock(buckets, clock=clock) for name, buckets in LEARNER_THREADS.items()}
     algo = types.SimpleNamespace(
         updates=0,

@@ -10,23 +10,13 @@ import pytest
 
 from edge_rl.telemetry.breakdown import (
     LapClock,
+    busy,
     fleet_total,
     learner_clocks,
     runtime_breakdown,
     write_report,
 )
-
-
-class FakeClock:
-    """A clock that moves only when told to: every lap's length is known exactly."""
-
-    def __init__(self, t: float = 100.0) -> None:
-        self.t = t
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return self.t
+from tests.harness.clocks import FakeClock
 
 
 def test_laps_charge_the_time_since_the_previous_lap_and_add_up_to_wall():
@@ -141,3 +131,12 @@ def test_live_view_shows_each_actors_loop_shares():
     b = {"env_step": 3.0, "idle": 1.0, "wall": 4.0}
     console.print(_actors({"a": ActorStatus("a", "running", breakdown=b)}))
     assert "75/0/0/0/0/25" in console.export_text()
+
+
+def test_busy_is_every_bucket_but_idle():
+    clock = LapClock(("export", "publish", "evaluate", "idle"), clock=FakeClock(0.0))
+    fake = clock.now
+    for bucket, seconds in (("idle", 5.0), ("export", 0.25), ("publish", 0.5), ("evaluate", 1.0)):
+        fake.t += seconds
+        clock.lap(bucket)
+    assert busy(clock.totals()) == pytest.approx(1.75)  # not the idle 5 s, not the wall
