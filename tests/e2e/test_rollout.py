@@ -107,6 +107,20 @@ def _bundle_file(tmp_path: Path, quality: str, signer) -> Path:
     return path
 
 
+def _end_of_run(learner, topics: Topics, run: str, signer, tmp_path: Path) -> Path:
+    """What a finished run leaves on the broker: its deployed policy (v3) retained, and
+    control "serving". Returns the board file the fleet starts with."""
+    first = encode_policy(
+        policy_bundle(MODELS["good"].read_bytes(), run=run, run_id=RUN_ID, version=3), signer
+    )
+    serving = encode_control(ControlMessage("serving", RUN_ID))
+    for topic, payload in ((topics.policy, first), (topics.control, serving)):
+        learner.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
+    board = tmp_path / "board.yaml"
+    board.write_text(BOARD)
+    return board
+
+
 def _deploy(cli, url: str, bundle: Path, key: Path, pub: Path) -> tuple[int, dict, float]:
     t0 = time.monotonic()
     args = ["deploy", str(bundle), "--broker", url, "--run", RUN, "--signing-key", str(key)]
@@ -125,15 +139,7 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
     topics, url, ids = Topics("edge-rl", RUN), mosquitto.url, fleet_ids(N, "ro")
     learner = mqtt_client_factory(mosquitto)
     history = History(mqtt_client_factory(mosquitto), topics)
-    # The end of a run: its deployed policy retained, and "serving".
-    first = encode_policy(
-        policy_bundle(MODELS["good"].read_bytes(), run=RUN, run_id=RUN_ID, version=3), signer
-    )
-    serving = encode_control(ControlMessage("serving", RUN_ID))
-    for topic, payload in ((topics.policy, first), (topics.control, serving)):
-        learner.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
-    board = tmp_path / "board.yaml"
-    board.write_text(BOARD)
+    board = _end_of_run(learner, topics, RUN, signer, tmp_path)
     fleet = Fleet(N, board, url, "CartPole-v1", policy_key=pub, run=RUN, id_prefix="ro")
     try:
         with fleet:
@@ -218,14 +224,7 @@ def test_ctrl_c_mid_rollout_clears_the_targets_sent_and_each_board_keeps_what_it
     topics, url, ids = Topics("edge-rl", run), mosquitto.url, fleet_ids(n, "rs")
     learner = mqtt_client_factory(mosquitto)
     history = History(mqtt_client_factory(mosquitto), topics)
-    first = encode_policy(
-        policy_bundle(MODELS["good"].read_bytes(), run=run, run_id=RUN_ID, version=3), signer
-    )
-    serving = encode_control(ControlMessage("serving", RUN_ID))
-    for topic, payload in ((topics.policy, first), (topics.control, serving)):
-        learner.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
-    board = tmp_path / "board.yaml"
-    board.write_text(BOARD)
+    board = _end_of_run(learner, topics, run, signer, tmp_path)
     good = _bundle_file(tmp_path, "good2", signer)
     # Half the boards are canaries, and their health window stays open for minutes.
     plan = "--canary 0.5 --window 300 --min-episodes 100000 --confirm 300 --seed 1".split()
