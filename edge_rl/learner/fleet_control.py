@@ -160,6 +160,7 @@ class FleetControl:
         grants: Grants | None = None,
         session_of: Mapping[str, int] | None = None,  # ingest's: whose data ``received`` counts
         quarantined: Callable[[str], bool] = lambda _actor: False,  # BoardWatch.is_quarantined
+        connected: Callable[[], bool] = lambda: True,  # the learner's transport
     ) -> None:
         """``grants``: the record each grant is written to before it is published (the
         learner's, which ingest reads; default: one of its own). Statuses and credit are
@@ -172,6 +173,7 @@ class FleetControl:
         self._lost_at_learner = lost_at_learner
         self.grants = grants if grants is not None else Grants()
         self._quarantined = quarantined
+        self._connected = connected
         self._session_of = session_of
         self.status_over_credit = 0  # statuses that claim more than their grant: refused
         self._lock = threading.Lock()
@@ -196,6 +198,7 @@ class FleetControl:
         self._progress: dict[str, tuple[int, float]] = {}  # actor -> (received, since when)
         self.written_off: dict[str, int] = {}  # actor -> in-transit transitions written off
         self._stepping: dict[str, tuple[int, float]] = {}  # actor -> (env steps, since when)
+        self._heard_since = 0.0  # the learner's last (re)connect: silence is timed from here
 
     # --- statuses (transport thread) ----------------------------------------------------
 
@@ -367,8 +370,12 @@ class FleetControl:
                 self._send_control()
             elif self._control_pending:
                 self._send_control()
-            if state == "running":
+            if state != "running":
+                return
+            if self._connected():
                 self._grant(updates)
+            else:  # it hears nothing now, and its grants would not go out: nothing is judged
+                self._heard_since = time.monotonic()
 
     def _send_control(self, wait_final: bool = True) -> None:  # holds _lock
         """Publish the last control message. Under the lock: a "running" must never
@@ -399,7 +406,12 @@ class FleetControl:
         return sum(s.state not in ("offline", "stopped") for s in self._actors.values())
 
     def republish(self) -> None:
+        """After a (re)connect: the control and every grant again, and every actor's silence
+        timed from now. While the learner was away it heard no status and no batch: judged
+        by that, every board looked idle, what each held was granted again to the first that
+        reported back (the lead overcommitted), and what was on its way was written off."""
         with self._lock:
+            self._heard_since = time.monotonic()
             if self._last is not None:  # on the transport's thread: no wait for the ack
                 self._send_control(wait_final=False)
             for actor, grant in self._grants.items():
@@ -476,7 +488,7 @@ class FleetControl:
             self._progress[actor] = last = (received, now)
         lost = s.transitions_dropped + s.transitions_oversize
         in_transit = s.transitions_sent - received
-        if in_transit > 0 and now - last[1] >= self.quiet_s():
+        if in_transit > 0 and now - max(last[1], self._heard_since) >= self.quiet_s():
             if self.written_off.get(actor, 0) < in_transit:
                 log.warning(
                     "%s: %d transitions sent but not received in %.0f s: written off",
@@ -501,7 +513,7 @@ class FleetControl:
         last = self._stepping.get(actor)
         if last is None or last[0] != steps or not holds:
             self._stepping[actor] = last = (steps, now)
-        stalled = now - max(last[1], self._progress[actor][1]) >= self.quiet_s()
+        stalled = now - max(last[1], self._progress[actor][1], self._heard_since) >= self.quiet_s()
         return holds and stalled
 
     def quiet_s(self) -> float:  # holds _lock

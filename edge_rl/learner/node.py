@@ -143,6 +143,7 @@ class LearnerNode:
             self.grants,
             self.ingest.accounting.session_of,
             self.ingest.watch.is_quarantined if self.ingest.watch else lambda _a: False,
+            connected=lambda: self.transport.connected,
         )
         # boards that (re)connect anywhere: their control, policy and grant, on their topics
         self.join = JoinDesk(topics, self.fleet, self.broadcast.send_to, cfg.fleet.max_actors)

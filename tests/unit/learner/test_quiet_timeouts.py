@@ -33,6 +33,7 @@ class Fleet:
         self.interval = 0.0
         self.delivered: dict[str, int] = {}
         self.refuse: set[str] = set()  # boards whose grants the transport refuses
+        self.up = True  # the learner's transport is connected
         cfg = RunConfig(
             env_id="CartPole-v1",
             run="quiet",
@@ -44,10 +45,12 @@ class Fleet:
                 min_grant=1, max_grants_per_s=0.0, max_statuses_per_s=max_statuses_per_s
             ),
         )
-        self.fc = FleetControl(cfg, TOPICS, self._publish, self._received, RUN_ID)
+        self.fc = FleetControl(
+            cfg, TOPICS, self._publish, self._received, RUN_ID, connected=lambda: self.up
+        )
 
     def _publish(self, topic: str, payload: bytes, **_) -> bool:
-        if TOPICS.actor_of(topic) in self.refuse:
+        if not self.up or TOPICS.actor_of(topic) in self.refuse:
             return False
         if topic.endswith("/credit") and payload:
             self.credit[TOPICS.actor_of(topic)] = decode_credit(payload).credit
@@ -58,9 +61,10 @@ class Fleet:
     def _received(self) -> tuple[int, dict[str, int]]:
         return sum(self.delivered.values()), dict(self.delivered)
 
-    def status(self, actor: str, steps: int = 0) -> None:
+    def status(self, actor: str, steps: int = 0, sent: int | None = None) -> None:
+        sent = steps if sent is None else sent
         s = ActorStatus(
-            actor, "running", run_id=RUN_ID, session=7, env_steps=steps, transitions_sent=steps
+            actor, "running", run_id=RUN_ID, session=7, env_steps=steps, transitions_sent=sent
         )
         self.fc.on_status(TOPICS.status(actor), encode_status(s))
 
@@ -128,3 +132,43 @@ def test_a_grant_the_transport_refused_is_sent_again(monkeypatch):
     fleet.refuse.clear()
     fleet.fc.send("running")  # nothing changed in the ledger: the grant goes out all the same
     assert fleet.credit["a"] == 50
+
+
+def test_the_learner_away_from_the_broker_judges_no_board_by_its_own_deafness(monkeypatch):
+    """A learner cut off from its broker (its node of a cluster killed) hears no status and
+    no batch. Timed across that gap, every board looked idle when it came back: the first to
+    report was granted what the others still held, and batches on their way were written
+    off before they came. Boards that used that credit sent past the budget, and what the
+    learner did not wait for was lost with nothing to account for it."""
+    fleet = Fleet(monkeypatch, max_statuses_per_s=0.0)  # quiet_s: credit_timeout_s, 5 s
+    for actor in ("a", "b"):
+        fleet.status(actor)
+    fleet.fc.send("running")
+    assert fleet.credit == {"a": 50, "b": 50}
+    fleet.now = 1.0
+    fleet.up = False  # both boards step their credit out while the learner is away
+    for t in range(2, 30):
+        fleet.now = float(t)
+        fleet.fc.send("running", updates=t)
+    fleet.now = 30.0
+    fleet.up = True
+    fleet.fc.republish()  # the learner's on-connect
+    # a reports first: it stepped 40 of its 50 and sent 30, which are on their way; b has
+    # not reported yet. Neither is idle, nothing is written off.
+    fleet.status("a", steps=40, sent=30)
+    fleet.fc.send("running")
+    assert fleet.outstanding() <= LEAD
+    assert fleet.fc.stats().credit_written_off == 0
+    # a's 30 arrive and b reports: the run goes on as before the gap.
+    fleet.now = 31.0
+    fleet.deliver("a", 30)
+    fleet.status("b", steps=50, sent=50)
+    fleet.deliver("b", 50)
+    fleet.fc.send("running", updates=30)
+    assert fleet.outstanding() <= LEAD
+    assert fleet.fc.stats().credit_written_off == 0
+    # What never comes is written off once the boards have been heard for the bound.
+    fleet.status("a", steps=50, sent=50)  # 20 more sent; they were lost
+    fleet.now = 36.5
+    fleet.fc.send("running", updates=30)
+    assert fleet.fc.stats().credit_written_off == 20
