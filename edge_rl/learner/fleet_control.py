@@ -139,6 +139,7 @@ class FleetStats:
     status_over_credit: int  # claims more env steps or transitions than its grant: refused
     actor_sessions_refused: int  # second live processes under one id (identity.py)
     credit_written_off: int  # sent, never received, granted again
+    credit_reclaimed: int  # held by idle actors, not stepped yet, granted again
     grants_unsent: int  # grants the transport refused (its queue full): sent again next round
     control_unsent: int  # control messages the transport refused: sent again, as grants are
     actors: Mapping[str, ActorStatus]  # each actor's last status
@@ -197,6 +198,10 @@ class FleetControl:
         self._ledger = CreditLedger()
         self._progress: dict[str, tuple[int, float]] = {}  # actor -> (received, since when)
         self.written_off: dict[str, int] = {}  # actor -> in-transit transitions written off
+        # What idle actors held unstepped and was granted again: the lead's overcommit, a
+        # total of idle spells that ended and the most of each spell going on.
+        self.reclaimed = 0
+        self._reclaiming: dict[str, int] = {}
         self._stepping: dict[str, tuple[int, float]] = {}  # actor -> (env steps, since when)
         self._heard_since = 0.0  # the learner's last (re)connect: silence is timed from here
 
@@ -249,6 +254,7 @@ class FleetControl:
                 status_over_credit=self.status_over_credit,
                 actor_sessions_refused=self.ids.refused_sessions,
                 credit_written_off=sum(self.written_off.values()),
+                credit_reclaimed=self.reclaimed + sum(self._reclaiming.values()),
                 grants_unsent=self.grants_unsent,
                 control_unsent=self.control_unsent,
                 actors=dict(self._actors),
@@ -550,8 +556,13 @@ class FleetControl:
         # its data than its grant, nor past the budget, so the lead may be granted again to
         # the others (overcommitted by at most what idle actors hold). Else a board that
         # holds credit and never steps stalls the fleet at the budget's end.
+        for a in [a for a in self._reclaiming if a not in idle]:  # it moved again
+            self.reclaimed += self._reclaiming.pop(a)
         for a in idle:
-            lost[a] = max(lost[a], self._ledger.granted.get(a, 0) - by_actor.get(a, 0))
+            held = self._ledger.granted.get(a, 0) - by_actor.get(a, 0)
+            if held > lost[a]:
+                self._reclaiming[a] = max(self._reclaiming.get(a, 0), held - lost[a])
+                lost[a] = held
         min_share = self._min_share(allowed, len(online))
         return self._ledger.grant(
             allowed,

@@ -117,6 +117,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "batches_missing": r.batches_missing,
         "transitions_over_budget": s.over_budget,
         "credit_written_off": f.credit_written_off,
+        "credit_reclaimed": f.credit_reclaimed,
         "grants_unsent": f.grants_unsent,
         "control_unsent": f.control_unsent,
         "ingest_queue_dropped": r.inbox.dropped,

@@ -37,6 +37,7 @@ class Row:
     lost: int
     causes: dict[str, int]
     written_off: int  # credit of transitions in transit, granted again (fleet_control.py)
+    reclaimed: int  # credit idle actors held, granted again: the lead's overcommit
     duplicated: int
     over_budget: int
     budget_reached: bool
@@ -203,6 +204,7 @@ def account(fault: Fault, h: Harness, finished: bool, wall: float) -> Row:
         lost=lost,
         causes=causes,
         written_off=s.get("credit_written_off", 0),
+        reclaimed=s.get("credit_reclaimed", 0),
         duplicated=s.get("transitions_duplicate", 0),
         over_budget=over,
         budget_reached=s.get("env_steps") == h.steps,

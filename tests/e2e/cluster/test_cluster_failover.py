@@ -102,7 +102,10 @@ def _run(tmp_path: Path, cluster: Cluster, ids: dict, node: str) -> tuple:
     assert row.summary["transitions_received"] == row.received == STEPS
     assert row.causes["rejected"] == 0 and row.causes["ingest queue"] == 0
     assert row.duplicated == row.summary["transitions_duplicate"]  # refused, not in replay
-    assert row.causes["in transit"] <= row.written_off  # the rest went down with the node
+    # The rest went down with the node, its credit written off; or was sent at the end of
+    # the run on credit an idle board held and the others were granted again (a board cut
+    # off from its node is idle until it reconnects), and the run ended without it.
+    assert row.causes["in transit"] <= row.written_off + row.reclaimed
     assert len(row.summary["actors"]) == 2 * PER_NODE
     return row, ids
 

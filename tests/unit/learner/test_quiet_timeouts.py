@@ -99,6 +99,15 @@ def test_boards_that_report_every_stated_interval_are_not_stalled_between_two(mo
     fleet.now = 31.0
     fleet.fc.send("running")
     assert fleet.credit["b"] > 0
+    # The summary says how far the lead was overcommitted: what a and c held, unstepped.
+    assert fleet.fc.stats().credit_reclaimed == 100
+    # a moves again: its spell is over and counted; a second spell of c's counts once.
+    fleet.now = 32.0
+    fleet.status("a", steps=50)
+    fleet.deliver("a", 50)
+    fleet.fc.send("running")
+    fleet.fc.send("running")
+    assert fleet.fc.stats().credit_reclaimed == 100
 
 
 def test_a_board_that_waited_for_its_first_grant_is_not_idle_when_it_gets_one(monkeypatch):
