@@ -413,9 +413,8 @@ class FleetControl:
 
     def republish(self) -> None:
         """After a (re)connect: the control and every grant again, and every actor's silence
-        timed from now. While the learner was away it heard no status and no batch: judged
-        by that, every board looked idle, what each held was granted again to the first that
-        reported back (the lead overcommitted), and what was on its way was written off."""
+        timed from now. Away from the broker the learner heard no status and no batch; that
+        gap says nothing of a board, so no board is idle or written off for it."""
         with self._lock:
             self._heard_since = time.monotonic()
             if self._last is not None:  # on the transport's thread: no wait for the ack

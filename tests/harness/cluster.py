@@ -110,8 +110,8 @@ class Cluster:
         pid = self.pid(name)
         os.kill(pid, signal.SIGKILL)
         # scripts/cluster started it in a session of its own: init reaps it, not us, and a
-        # container's init may never do so. A zombie is dead: waiting for it to go held the
-        # fault's timing back by the whole bound (a restart meant for 60 % came at the end).
+        # container's init may never do so. A zombie counts as gone, so the fault's timing
+        # (restart at 60 %) does not wait out the bound.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and alive(pid):
             time.sleep(0.05)
