@@ -12,12 +12,16 @@
                             obs' = env.step(action)
                             batcher.append(row)
            batcher.take() -> spool -> MQTT  (by count or time; bounded while offline)
+           transport.poll()                 # PUBACKs, grants, control: handled here
 
 A stint is up to one batch of steps: it ends when the batch is full, the credit or
 ``max_env_steps`` is used up, or a status or the batch's flush is due. Everything that is
 not the step itself (control, status, the policy read, RNG draws, converting and encoding
 the batch, publishing) runs once per stint, so the loop runs close to the speed of a bare
-``env.step(argmax(invoke(obs)))`` loop (docs/benchmarks.md).
+``env.step(argmax(invoke(obs)))`` loop (docs/benchmarks.md). The loop serves its own MQTT
+connection (``owner_io``, transport/mqtt.py): a publish writes to the socket at once, and
+what came in is read by a poll after each stint and in every wait. With paho's network
+thread the loop handed it the GIL for each publish and each PUBACK.
 
 Control (``run_control``): the actor joins the run start the learner's retained
 control names, and trains (``_loop``) only while it says ``running`` and its env-step count
@@ -75,6 +79,8 @@ log = logging.getLogger(__name__)
 WAIT_TURN_S = 0.1
 # The least time between two statuses (apart from the one on connect and the last one).
 MIN_STATUS_GAP_S = 0.05
+# How often a serving board serves its transport between greedy steps.
+SERVE_POLL_S = 0.01
 
 
 def _no_model(obs: np.ndarray) -> None:
@@ -161,9 +167,10 @@ class ActorNode:
             on_message=self._on_message,
             will=(self.topics.status(opts.actor_id), encode_status(self._status("offline"))),
             on_connect=self._on_connect,
+            owner_io=True,  # served by this loop between stints: no GIL handoffs per batch
         )
 
-    # --- network thread -------------------------------------------------------------
+    # --- network handlers: inside the loop's polls (or on the transport's thread) ------
 
     def _on_connect(self) -> None:
         """Announce this process, then say hello: the learner answers on this board's own
@@ -267,12 +274,13 @@ class ActorNode:
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 lap("publish")
                 # A policy loaded meanwhile is reported within this wait (its status).
-                self.rc.wait_news(WAIT_TURN_S)
+                self._wait(WAIT_TURN_S)
                 continue
             lap("idle")  # control, status and loop bookkeeping since the last stint
             self._stint(self._steps_allowed(), min(next_status, self.batcher.due()) - now)
             if self.batcher.ready():
                 self._ship(self.batcher.take())
+            self.transport.poll()  # PUBACKs, grants, control: what came in meanwhile
             lap("publish")
             if self.opts.max_env_steps is not None and self.env_steps >= self.opts.max_env_steps:
                 break
@@ -287,15 +295,18 @@ class ActorNode:
         lap("idle")
         self._ship(self.batcher.take())  # what training batched: the learner's, if it is there
         lap("publish")
-        next_status, obs = 0.0, None
+        next_status, next_poll, obs = 0.0, 0.0, None
         while self.rc.serves():
             now = time.monotonic()
+            if now >= next_poll:  # the transport, every SERVE_POLL_S: not on every step
+                self.transport.poll()
+                next_poll = now + SERVE_POLL_S
             if now >= next_status:
                 self._publish_status(self._state())
                 next_status = now + self.rc.status_every(self.board.serving_status_interval_s)
             policy = self.slot.current  # the swap point, as in training
             if policy is None:  # nothing to serve yet (its policy is on the way)
-                time.sleep(0.05)
+                self._wait(0.05)
                 lap("idle")
                 continue
             if obs is None or policy.manifest.model_sha256 != self.served.digest:
@@ -325,6 +336,14 @@ class ActorNode:
         return next_obs
 
     # --- training stints -----------------------------------------------------------
+
+    def _wait(self, seconds: float) -> None:
+        """Up to ``seconds`` for news: serving the transport if this loop owns its I/O (a
+        message ends the wait), else until a control, a grant or a stop comes in."""
+        if self.transport.owner_io:
+            self.transport.poll(seconds)
+        else:
+            self.rc.wait_news(seconds)
 
     def _steps_allowed(self) -> int:
         """Env steps the credit (and ``max_env_steps``) allow before control is read again."""
@@ -442,7 +461,7 @@ class ActorNode:
         lap("publish")
         deadline = time.monotonic() + 10
         while len(self.spool) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            self._wait(0.05)
             lap("idle")
             self._ship(None)
             lap("publish")

@@ -16,7 +16,8 @@ A node never builds its client itself; it is handed a ``Connect`` and calls it o
 
 ``MqttTransport`` (mqtt.py; ``mqtt_connect(url)`` is its ``Connect``) talks to a real
 broker; ``MemoryBroker`` (memory.py) routes between transports in one process, with the
-same threading: handlers run on a thread of the transport's, never on the caller's.
+same threading: handlers run on a thread of the transport's, never on the caller's; with
+``owner_io`` (MQTT only: an actor's loop), inside the owner's ``poll`` instead.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ MessageHandler = Callable[[str, bytes], None]
 class Transport(Protocol):
     url: str
     client_id: str
+    owner_io: bool  # the caller serves the connection with ``poll`` (mqtt.py)
 
     def start(self) -> None: ...
 
@@ -39,6 +41,11 @@ class Transport(Protocol):
     def connected(self) -> bool: ...
 
     def stop(self) -> None: ...
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """``owner_io``: serve the connection on this thread for up to ``timeout`` s (its
+        handlers run here); else only wait ``timeout``."""
+        ...
 
     def publish(
         self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, wait: float = 0.0
@@ -58,4 +65,5 @@ class Connect(Protocol):
         on_connect: Callable[[], None] | None = None,
         will: tuple[str, bytes] | None = None,
         max_packet_size: int = 2_000_000,
+        owner_io: bool = False,
     ) -> Transport: ...

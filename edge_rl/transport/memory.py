@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from paho.mqtt.client import topic_matches_sub
@@ -47,6 +48,7 @@ class MemoryTransport:
         self._connected = threading.Event()
         self.callback_errors = 0
         self.connects = 0
+        self.owner_io = False  # handlers run on the broker's thread, whatever was asked
 
     def start(self) -> None:
         self.broker.submit(self._connect)
@@ -60,6 +62,10 @@ class MemoryTransport:
 
     def stop(self) -> None:  # a clean disconnect: no last will
         self._connected.clear()
+
+    def poll(self, timeout: float = 0.0) -> None:
+        if timeout > 0:
+            time.sleep(timeout)
 
     def publish(
         self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, wait: float = 0.0

@@ -21,6 +21,14 @@ the broker's certificate checked against ``auth.ca_file`` or the system's CAs, a
 name against the URL's host), plus the client certificate of ``auth`` if it has one.
 A broker that refuses the credentials is logged as such and retried with back-off.
 
+``owner_io=True``: no network thread. The owner serves the connection on its own thread,
+calling ``poll(timeout)`` at least every few seconds (``loop`` of paho: reads, writes,
+keep-alive), and its callbacks run there, inside ``poll``. A publish writes to the socket
+at once on the calling thread. One lock keeps every use of the socket (the owner's poll,
+a publish from another thread, a connect) to one thread at a time, as TLS requires. An
+actor loop uses it: with paho's thread, the loop handed the GIL to it for every publish
+and every PUBACK, ~4 blocks of ~40 µs a batch (docs/benchmarks.md).
+
 ``url`` may be a list, ``URL[,URL...]``: the nodes of one clustered broker. The transport's
 own thread connects to one node at a time, and paho's network thread serves that connection
 (paho's own reconnect is off). When an attempt fails (no CONNACK, or a refusal) it moves on
@@ -32,10 +40,12 @@ does not fall back to an earlier node while connected.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import paho.mqtt.client as mqtt
@@ -63,6 +73,7 @@ class MqttTransport:
         keepalive: int = 30,
         auth: BrokerAuth | None = None,
         backoff: Backoff | None = None,
+        owner_io: bool = False,
     ) -> None:
         self.addresses = parse_broker_list(url)
         self.urls = split_broker_urls(url)
@@ -74,6 +85,11 @@ class MqttTransport:
         self._index = 0  # the node of ``addresses`` tried or connected now
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self.owner_io = owner_io
+        self._io = threading.RLock()  # owner_io: the socket, one thread at a time
+        # Around every use of the socket off paho's thread; with paho's thread, nothing.
+        self._guard = self._io if owner_io else contextlib.nullcontext()
+        self._live = threading.Event()  # owner_io: a connection for ``poll`` to serve
         self._was_up = False  # this attempt got a CONNACK that accepted us
         self._ended = threading.Event()  # this attempt's connection closed
         self.failovers = 0  # moves to another node of the list after an attempt failed
@@ -122,7 +138,28 @@ class MqttTransport:
         self._thread.start()
 
     def wait_connected(self, timeout: float) -> bool:
-        return self._connected.wait(timeout)
+        if not self.owner_io:
+            return self._connected.wait(timeout)
+        deadline = time.monotonic() + timeout  # the CONNACK is read by a poll
+        while not self._connected.is_set() and (left := deadline - time.monotonic()) > 0:
+            self.poll(min(left, 0.05))
+        return self._connected.is_set()
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """``owner_io``: serve the connection on this thread, waiting up to ``timeout`` s for
+        traffic (callbacks run here). Without a connection, or with the socket in another
+        thread's use (a connect), it waits ``timeout`` instead. Without ``owner_io``, paho's
+        thread serves the connection and this only waits."""
+        if not self.owner_io or not self._live.is_set() or not self._io.acquire(blocking=False):
+            if timeout > 0:
+                self._stopping.wait(timeout)
+            return
+        try:
+            rc = self._client.loop(timeout)
+        finally:
+            self._io.release()
+        if rc != mqtt.MQTT_ERR_SUCCESS and timeout > 0:  # the connection is gone
+            self._stopping.wait(timeout)
 
     @property
     def connected(self) -> bool:
@@ -136,7 +173,10 @@ class MqttTransport:
     def stop(self) -> None:
         self._stopping.set()
         try:
-            self._client.disconnect()  # the loop sends it, then the socket closes
+            with self._guard:
+                self._client.disconnect()  # the loop sends it, then the socket closes
+            if self.owner_io:  # no network thread to see the socket close
+                self._ended.set()
         finally:
             if self._thread is not None:
                 self._thread.join(timeout=10)
@@ -164,10 +204,18 @@ class MqttTransport:
         self._was_up = self._refused = False
         self._ended.clear()
         try:
-            self._client.connect(host, port, keepalive=self._keepalive)
+            with self._guard:
+                self._client.connect(host, port, keepalive=self._keepalive)
         except OSError:  # refused, unreachable, timed out, or the TLS handshake failed
             self._attempt_failed()
             return False
+        if self.owner_io:  # the owner's polls serve it, until it ends
+            self._live.set()
+            self._ended.wait()
+            self._live.clear()
+            with self._io:  # a poll in progress is over
+                self._connected.clear()
+            return self._was_up
         # paho's own network thread, for this connection only (no reconnect of its own):
         # with it running, every write to the socket happens on it, which TLS requires.
         self._client.loop_start()
@@ -202,10 +250,18 @@ class MqttTransport:
         if not self._connected.is_set():
             self.publish_failures += 1
             return False
-        info = self._client.publish(topic, payload, qos=qos, retain=retain)
+        with self._guard:  # owner_io: written at once, on this thread
+            info = self._client.publish(topic, payload, qos=qos, retain=retain)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             self.publish_failures += 1
             return False
+        if wait > 0 and self.owner_io:  # its PUBACK is read by a poll
+            deadline = time.monotonic() + wait
+            while not info.is_published() and (left := deadline - time.monotonic()) > 0:
+                if not self._connected.is_set():
+                    return False
+                self.poll(min(left, 0.05))
+            return info.is_published()
         if wait > 0:
             try:
                 info.wait_for_publish(wait)
@@ -246,7 +302,8 @@ class MqttTransport:
             log.exception("%s: error in on_connect", self.client_id)
 
     def _subscribe(self, topic: str, qos: int) -> None:
-        rc, mid = self._client.subscribe(topic, qos=qos)
+        with self._guard:  # owner_io: a retry comes from a timer's thread
+            rc, mid = self._client.subscribe(topic, qos=qos)
         if rc == mqtt.MQTT_ERR_SUCCESS:
             with self._subs_lock:
                 self._pending_subs[mid] = (topic, qos)
