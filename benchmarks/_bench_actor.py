@@ -35,8 +35,8 @@ from _common import (
 )
 
 ACTOR_NODE = "ActorNode (real MQTT; policy + control via topics)"
-# The node at batch_size 256: its per-batch work spread over twice the steps.
-ACTOR_NODE_SIDE = "(ActorNode with batch_size 256)"
+# The node at the previous default, batch_size 128: its per-batch work over half the steps.
+ACTOR_NODE_SIDE = "(ActorNode with batch_size 128)"
 
 
 class Runnable(Protocol):
@@ -390,7 +390,7 @@ def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
     rungs: dict[str, Runnable] = dict(make_rungs(ex8, ex32))
     names = list(rungs)
     rungs[ACTOR_NODE] = actor = ActorRung(broker, ex8)
-    rungs[ACTOR_NODE_SIDE] = ActorRung(broker, ex8, batch_size=256, actor_id="bench-256")
+    rungs[ACTOR_NODE_SIDE] = ActorRung(broker, ex8, batch_size=128, actor_id="bench-128")
     order = names[:-2] + [ACTOR_NODE, *names[-2:], ACTOR_NODE_SIDE]  # the side notes last
     acc = {n: {"steps": 0, "episodes": 0, "wall": 0.0, "cpu": 0.0, "rates": []} for n in order}
     n_slices = round(seconds / slice_s)

@@ -84,7 +84,7 @@ class BoardConfig:
     board: str
     runtime: str = "ai_edge_litert"  # or "tflite_runtime" (falls back automatically)
     num_threads: int = 1  # LiteRT interpreter threads
-    batch_size: int = 128  # transitions per published batch...
+    batch_size: int = 256  # transitions per published batch (capped by max_batch_bytes)...
     flush_interval_s: float = 0.5  # ...or fewer, when this much time has passed
     spool_limit_bytes: int = 4_000_000  # outbound batches kept while disconnected
     # Largest encoded batch published; keep it under the learner's transport.max_payload_bytes

@@ -69,7 +69,7 @@ from edge_rl.wire.envelope import MAGIC_POLICY
 from edge_rl.wire.messages import encode_status
 from edge_rl.wire.signing import Verifier
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, Topics
-from edge_rl.wire.transitions import encode_transitions
+from edge_rl.wire.transitions import encode_transitions, rows_within
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +137,11 @@ class ActorNode:
             runtime=board.runtime,
             models=models,
         )
-        self.batcher = Batcher(
-            opts.actor_id, self.session, board.batch_size, board.flush_interval_s
-        )
+        # A batch closed by count stays within max_batch_bytes, whatever the observation.
+        rows = min(board.batch_size, rows_within(self.spec, board.max_batch_bytes))
+        if rows < board.batch_size:
+            log.info("batch_size %d capped at %d by max_batch_bytes", board.batch_size, rows)
+        self.batcher = Batcher(opts.actor_id, self.session, rows, board.flush_interval_s)
         self.spool = Spool(board.spool_limit_bytes)
         self.throttle = Throttle(board.emulation.compute_slowdown if opts.emulate else 1.0)
         # run start, state and credit

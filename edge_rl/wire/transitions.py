@@ -90,6 +90,22 @@ def encode_transitions(batch: TransitionBatch, describe: bool = False) -> bytes:
     return _pack(MAGIC_TRANSITIONS, header, b"".join([a.tobytes() for a in arrays.values()]))
 
 
+# Room for an encoded batch's envelope and header (ids, counters, the run id in JSON): a
+# few hundred bytes.
+HEADER_ROOM = 1024
+
+
+def rows_within(spec: EnvSpec, max_bytes: int) -> int:
+    """The most transitions of ``spec`` that one encoded batch holds within ``max_bytes``
+    (at least 1): a board caps its ``batch_size`` by it, so that no batch it closes by count
+    is too large to send."""
+    row = sum(
+        np.dtype(a["dtype"]).itemsize * math.prod(a["shape"][1:])  # type: ignore[arg-type,index]
+        for a in canonical_layout(spec, 1)
+    )
+    return max(1, (max_bytes - HEADER_ROOM) // row)
+
+
 def canonical_layout(spec: EnvSpec, n: int) -> list[dict[str, object]]:
     """The ``arrays`` a header leaves out: every array in §3.1's order, ``n`` rows."""
     action = ("<i8", [n]) if spec.discrete else ("<f4", [n, *spec.action_shape])

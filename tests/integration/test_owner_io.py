@@ -117,3 +117,22 @@ def test_the_actor_loop_owns_its_transport(mosquitto_with, tmp_path) -> None:
         assert node.transport.owner_io
     finally:
         node.env.close()
+
+
+def test_the_actor_caps_its_batch_by_max_batch_bytes(mosquitto_with, tmp_path) -> None:
+    """A batch closed by count must be small enough to send: CartPole's 46-byte rows in
+    5,000 bytes (header room 1,024) are 86 rows, not the board's 256."""
+    from edge_rl.actor.node import ActorNode, ActorOptions
+    from edge_rl.boards import BoardConfig
+    from edge_rl.wire.signing import Signer
+
+    key = tmp_path / "learner.pub"
+    Signer.load_or_create(tmp_path / "learner.key").write_public(key)
+    broker = mosquitto_with(OPEN)
+    opts = ActorOptions("capped-board", "CartPole-v1", broker.url, policy_key=str(key))
+    board = BoardConfig(board="test", batch_size=256, max_batch_bytes=5_000)
+    node = ActorNode(board, opts)
+    try:
+        assert node.batcher.batch_size == 86
+    finally:
+        node.env.close()
