@@ -120,7 +120,7 @@ def instrument(node: ActorNode, monkeypatch) -> Watches:
     node.slot._verify = w.receive.wrap(node.slot._verify)
     node.transport.wait_connected = w.connect.wrap(node.transport.wait_connected)
     monkeypatch.setattr(actor_node, "time", TimedSleep(w.sleep))
-    node.rc.wait_news = w.sleep.wrap(node.rc.wait_news)  # a waiting turn's sleep
+    node._wait = w.sleep.wrap(node._wait)  # a waiting turn's wait (a poll of its connection)
     charge = node.throttle.charge
     node.throttle.charge = lambda seconds: (w.charges.append(seconds), charge(seconds))[1]
     return w

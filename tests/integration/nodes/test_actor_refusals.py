@@ -1,8 +1,9 @@
 """What an actor refuses or cannot send is counted in its status, as the learner reads it.
 
 A real actor against a real Mosquitto: a malformed control message is ignored (the run goes
-on under the good one) and counted; batches over the board's ``max_batch_bytes`` are
-dropped before sending, counted by transition, and logged once.
+on under the good one) and counted; batches over the board's ``max_batch_bytes`` (which
+caps a batch's rows, so only when one row does not fit) are dropped before sending, counted
+by transition, and logged once.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ def test_status_counts_bad_control_and_oversize_batches(
     statuses: list[ActorStatus] = []
     client.on_message = lambda _c, _u, msg: statuses.append(decode_status(msg.payload))
     client.subscribe(topics.status("a0"), qos=1)
-    # 16 CartPole transitions encode to well over 200 bytes: every batch is oversize.
+    # The node caps its batch at the rows that fit in max_batch_bytes, at least one; one
+    # CartPole transition with its header is ~160 bytes: every batch is oversize.
     board = BoardConfig(
         board="test-board",
         batch_size=16,
         flush_interval_s=0.1,
         status_interval_s=0.2,
-        max_batch_bytes=200,
+        max_batch_bytes=100,
     )
     opts = ActorOptions(
         "a0",
