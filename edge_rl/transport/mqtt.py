@@ -57,6 +57,9 @@ from edge_rl.transport.base import Connect, MessageHandler
 
 log = logging.getLogger(__name__)
 
+# What paho's publish returns for a QoS > 0 message it keeps in its queue but could not write.
+KEPT_BY_PAHO = (mqtt.MQTT_ERR_NO_CONN, mqtt.MQTT_ERR_CONN_LOST)
+
 
 class MqttTransport:
     def __init__(
@@ -253,6 +256,12 @@ class MqttTransport:
         with self._guard:  # owner_io: written at once, on this thread
             info = self._client.publish(topic, payload, qos=qos, retain=retain)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            if qos > 0 and info.rc in KEPT_BY_PAHO:
+                # A QoS 1 message whose write found the connection gone (owner_io: the
+                # owner's poll has not seen it close yet). paho keeps it and sends it after
+                # the reconnect, as any message in flight: it is sent, and a caller that
+                # kept it too (a spool) would count it dropped when it arrives after all.
+                return wait <= 0
             self.publish_failures += 1
             return False
         if wait > 0 and self.owner_io:  # its PUBACK is read by a poll
