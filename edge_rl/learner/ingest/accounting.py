@@ -5,7 +5,7 @@ actor's share, episode returns, and the run's budget.
     accounting.reject("stale", "stale: v3 is 4 behind", transitions=64)  # logged once per reason
     accounting.duplicate(64)
     n = accounting.within_budget(64)   # what fits of the budget; the rest counts as over_budget
-    accounting.accepted(("pi-01", 7), reward[:n], done[:n])
+    accounting.accepted(("pi-01", 7), seq, reward[:n], done[:n])
     accounting.stats()                 # IngestStats: a frozen copy for metrics and the summary
 
 Written on the ingest thread. Fleet control (``received``, ``session_of``) and the main
@@ -72,7 +72,9 @@ class Accounting:
         self._total_by_actor: Counter[str] = Counter()
         self._returns: deque[float] = deque(maxlen=RETURNS_KEPT)
         self._session_of: dict[str, int] = {}  # actor id -> the session by_actor counts
-        self._open: dict[SessionKey, float] = {}  # reward so far of each session's episode
+        # Each session's open episode: the seq of the batch it goes on in, and its reward so
+        # far (None: part of it was in a batch that never came, so it has no return).
+        self._open: dict[SessionKey, tuple[int, float | None]] = {}
         # Read one key at a time on other threads (``LearnerLosses.current``).
         self.session_of: Mapping[str, int] = MappingProxyType(self._session_of)
 
@@ -104,12 +106,14 @@ class Accounting:
                 self._counts["over_budget"] += n - fits
         return fits
 
-    def accepted(self, key: SessionKey, reward: np.ndarray, done: np.ndarray) -> list[float]:
-        """``len(reward)`` transitions of ``key``'s session went into replay; ``done``
-        (terminated or truncated) ends an episode, whose return then counts. The returns
-        of the episodes it ended."""
+    def accepted(
+        self, key: SessionKey, seq: int, reward: np.ndarray, done: np.ndarray
+    ) -> list[float]:
+        """``len(reward)`` transitions of batch ``seq`` of ``key``'s session went into
+        replay; ``done`` (terminated or truncated) ends an episode, whose return then counts.
+        The returns of the episodes it ended."""
         actor, session = key
-        finished = self._finish_episodes(key, reward, done)
+        finished = self._finish_episodes(key, seq, reward, done)
         with self._lock:
             self._counts["episodes"] += len(finished)
             self._returns.extend(finished)
@@ -133,14 +137,23 @@ class Accounting:
         self._open.pop(key, None)
 
     def _finish_episodes(
-        self, key: SessionKey, reward: np.ndarray, done: np.ndarray
+        self, key: SessionKey, seq: int, reward: np.ndarray, done: np.ndarray
     ) -> list[float]:
-        """Returns of the episodes ``done`` ends; the reward after the last stays open."""
-        running, start, finished = self._open.get(key, 0.0), 0, []
+        """Returns of the episodes ``done`` ends; the reward after the last stays open for
+        batch ``seq + 1``. An episode that began before a seq gap (a batch the board's spool
+        dropped, lost in transit or refused) has no return: its sum would run on into the
+        next episode. A session's first episode begins in its batch 0."""
+        nxt, running = self._open.get(key, (0, 0.0))
+        if seq != nxt:
+            running = None
+        start, finished = 0, []
         for end in np.flatnonzero(done):
-            finished.append(running + float(reward[start : end + 1].sum()))
+            if running is not None:
+                finished.append(running + float(reward[start : end + 1].sum()))
             running, start = 0.0, end + 1
-        self._open[key] = running + float(reward[start:].sum())
+        if running is not None:
+            running += float(reward[start:].sum())
+        self._open[key] = (seq + 1, running)
         return finished
 
     # --- any thread ----------------------------------------------------------------------
@@ -196,7 +209,7 @@ class Accounting:
         return {
             "stats": stats,
             "session_of": session_of,
-            "episode_returns": [[a, n, r] for (a, n), r in self._open.items()],
+            "episode_returns": [[a, n, r, nxt] for (a, n), (nxt, r) in self._open.items()],
         }
 
     def load_state(self, state: Mapping, restarted: Set[str] = frozenset()) -> None:
@@ -217,4 +230,10 @@ class Accounting:
             self._session_of.update(
                 {a: s for a, s in state["session_of"].items() if a not in restarted}
             )
-        self._open = {(a, n): r for a, n, r in state["episode_returns"] if a not in restarted}
+        # A row without the next seq (a checkpoint written before it was kept): the open
+        # episode has no return.
+        self._open = {
+            (a, n): (nxt[0], r) if nxt else (-1, None)
+            for a, n, r, *nxt in state["episode_returns"]
+            if a not in restarted
+        }

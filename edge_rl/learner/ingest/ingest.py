@@ -172,7 +172,8 @@ class Ingest:
         self.replay.add(
             b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n], b.actor_id
         )
-        returns = self.accounting.accepted(key, b.reward[:n], (b.terminated | b.truncated)[:n])
+        done = (b.terminated | b.truncated)[:n]
+        returns = self.accounting.accepted(key, b.seq, b.reward[:n], done)
         if self.watch is not None:
             self.watch.accepted(b.actor_id, b.reward[:n], returns)
             self._judge()

@@ -197,9 +197,9 @@ def test_accounting_logs_each_reason_once_and_counts_every_reject(caplog):
 def test_accounting_cuts_the_budget_exactly():
     accounting = Accounting(max_transitions=10)
     assert accounting.within_budget(6) == 6
-    accounting.accepted(("a", 1), np.ones(6, np.float32), np.zeros(6, bool))
+    accounting.accepted(("a", 1), 0, np.ones(6, np.float32), np.zeros(6, bool))
     assert accounting.within_budget(6) == 4  # the batch that crosses it is cut there
-    accounting.accepted(("a", 1), np.ones(4, np.float32), np.zeros(4, bool))
+    accounting.accepted(("a", 1), 1, np.ones(4, np.float32), np.zeros(4, bool))
     assert accounting.within_budget(3) == 0
     assert accounting.stats().over_budget == 2 + 3 and accounting.transitions == 10
     assert Accounting().within_budget(10**9) == 10**9  # no budget: no cut
@@ -208,9 +208,9 @@ def test_accounting_cuts_the_budget_exactly():
 def test_accounting_episodes_span_batches_and_a_restart_counts_from_zero():
     accounting = Accounting()
     done = np.array([False, True, False, False])
-    accounting.accepted(("a", 1), np.full(4, 2.0, np.float32), done)
-    accounting.accepted(("a", 1), np.ones(2, np.float32), np.array([True, False]))
-    accounting.accepted(("a", 2), np.ones(3, np.float32), np.zeros(3, bool))
+    accounting.accepted(("a", 1), 0, np.full(4, 2.0, np.float32), done)
+    accounting.accepted(("a", 1), 1, np.ones(2, np.float32), np.array([True, False]))
+    accounting.accepted(("a", 2), 0, np.ones(3, np.float32), np.zeros(3, bool))
     s = accounting.stats()
     assert s.episodes == 2 and s.returns == (4.0, 5.0)  # 2+2, then 2+2 carried over + 1
     assert (s.batches, s.transitions) == (3, 9)
@@ -219,7 +219,24 @@ def test_accounting_episodes_span_batches_and_a_restart_counts_from_zero():
     assert dict(accounting.session_of) == {"a": 2}
     assert accounting.recent_return() == 4.5 and accounting.returns_since(1) == ([5.0], 2)
     accounting.forget(("a", 1))  # its open episode (1.0 so far) is dropped
-    assert [k for *k, _ in accounting.state()["episode_returns"]] == [["a", 2]]
+    assert [k for *k, _, _ in accounting.state()["episode_returns"]] == [["a", 2]]
+
+
+def test_accounting_an_episode_across_a_seq_gap_has_no_return():
+    """A batch the board's spool dropped: summing on across it would join two episodes
+    (CartPole's 20 + 20 read as one of 40). The episode it cut has no return; the next
+    whole one has."""
+    accounting = Accounting()
+    ones, done_at = np.ones(10, np.float32), np.eye(10, dtype=bool)
+    accounting.accepted(("a", 1), 0, ones, done_at[3])  # 4; then 6 so far
+    accounting.accepted(("a", 1), 2, ones, done_at[4] | done_at[8])  # seq 1 never came
+    assert accounting.stats().returns == (4.0, 4.0)  # not 6 + ? + 5: that one is cut
+    accounting.accepted(("a", 1), 3, ones, done_at[0])  # goes on: 1 + 1
+    assert accounting.stats().returns == (4.0, 4.0, 2.0) and accounting.stats().episodes == 3
+    accounting.accepted(("b", 5), 4, ones, done_at[2])  # a session first seen past seq 0
+    assert accounting.stats().returns == (4.0, 4.0, 2.0)  # its first episode began unseen
+    accounting.accepted(("a", 1), 3, ones, done_at[9])  # a seq again (out of order): a gap
+    assert accounting.stats().episodes == 3
 
 
 def test_accounting_stats_is_a_frozen_copy():
@@ -238,8 +255,8 @@ def test_accounting_stats_is_a_frozen_copy():
 
 def test_accounting_state_round_trips_and_restarted_actors_start_over():
     accounting = Accounting(max_transitions=100)
-    accounting.accepted(("pi-01", 1), np.ones(5, np.float32), np.eye(5, dtype=bool)[2])
-    accounting.accepted(("sim-00", 3), np.ones(2, np.float32), np.zeros(2, bool))
+    accounting.accepted(("pi-01", 1), 0, np.ones(5, np.float32), np.eye(5, dtype=bool)[2])
+    accounting.accepted(("sim-00", 3), 0, np.ones(2, np.float32), np.zeros(2, bool))
     accounting.reject("stale", "stale", 4)
     accounting.duplicate(2)
     state = accounting.state()
@@ -252,7 +269,10 @@ def test_accounting_state_round_trips_and_restarted_actors_start_over():
     s = fresh.stats()
     assert dict(s.by_actor) == {"pi-01": 5} and dict(s.total_by_actor) == {"pi-01": 5, "sim-00": 2}
     assert dict(fresh.session_of) == {"pi-01": 1}
-    assert fresh.state()["episode_returns"] == [["pi-01", 1, 2.0]]
+    assert fresh.state()["episode_returns"] == [["pi-01", 1, 2.0, 1]]
+    old = {**state, "episode_returns": [["pi-01", 1, 2.0]]}  # a row without its next seq
+    fresh.load_state(old)
+    assert fresh.state()["episode_returns"] == [["pi-01", 1, None, -1]]
     assert fresh.within_budget(100) == 93  # the budget goes on from the saved count
 
 
@@ -271,7 +291,7 @@ def test_ingest_state_is_its_parts_and_a_loaded_ingest_goes_on():
     state = ingest.state()
     assert set(state) == {"stats", "session_of", "episode_returns", "sessions", "seqs"}
     assert state["sessions"] == {"a": [1]} and state["seqs"] == [["a", 1, 0, [2], 2]]
-    assert state["episode_returns"] == [["a", 1, 6.0]]
+    assert state["episode_returns"] == [["a", 1, None, 3]]  # seq 1 missing: no return
     second, rb = make()
     second.load_state(state)
     assert second.state() == state and second.missing_batches == 1
@@ -281,4 +301,4 @@ def test_ingest_state_is_its_parts_and_a_loaded_ingest_goes_on():
     assert second.handle(a, encode_transitions(batch(session=2, seq=0)))
     after = second.state()
     assert after["sessions"] == {"a": [2]} and [s[:2] for s in after["seqs"]] == [["a", 2]]
-    assert after["episode_returns"] == [["a", 2, 4.0]]
+    assert after["episode_returns"] == [["a", 2, 4.0, 1]]
