@@ -114,6 +114,7 @@ def instrument(node: ActorNode, calls: Calls, monkeypatch) -> None:
     node.batcher.append = calls.wrap("append", node.batcher.append)
     node.batcher.take = calls.wrap("take", node.batcher.take)
     node.transport.publish = calls.wrap("publish", node.transport.publish)
+    node.transport.poll = calls.wrap("poll", node.transport.poll)
     monkeypatch.setattr(actor_node, "time", CountedSleep(calls))
     # A waiting turn's sleep: the run control's wait for news counts as one too.
     node.rc.wait_news = calls.wrap("sleep", node.rc.wait_news)
@@ -156,9 +157,11 @@ def test_per_step_work_is_the_step_and_per_batch_work_is_per_batch(policy_keys, 
             time.sleep(0.01)
         assert node.slot.version == 1 and node.env_steps == 0, node.slot.rejected
         calls.clear()  # from here: the steps, and the paused turns before they begin
+        t0 = time.monotonic()
         learner.publish(topics.control, encode_control(ControlMessage("running", RUN_ID)))
         thread.join(60)
         assert not thread.is_alive()
+        elapsed = time.monotonic() - t0
     finally:
         node.stop()
         thread.join(10)
@@ -177,3 +180,6 @@ def test_per_step_work_is_the_step_and_per_batch_work_is_per_batch(policy_keys, 
     assert calls["control"] <= 2 * (BLOCKS + turns + 1)
     assert calls["take"] <= BLOCKS + turns + 2
     assert calls["publish"] <= BLOCKS + 2  # the batches, and the final status
+    # The transport is polled between blocks at most every POLL_S (a poll costs more than
+    # the select it makes: PUBACKs, grants and control wait that long), not after each.
+    assert calls["poll"] <= elapsed / actor_node.POLL_S + 1
