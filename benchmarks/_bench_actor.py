@@ -384,7 +384,7 @@ def _publish_policy_and_control(url: str, run: str, exported, session: int, acto
 
 
 def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
-    seconds, slice_s = (1.5, 0.25) if quick else (5.0, 0.5)
+    seconds, slice_s = (1.5, 0.25) if quick else (10.0, 0.5)
     label = NETS[0][0]
     ex8, ex32 = models[label]["int8"]["exported"], models[label]["fp32"]["exported"]
     rungs: dict[str, Runnable] = dict(make_rungs(ex8, ex32))
@@ -425,9 +425,16 @@ def bench_actor(models: dict[str, Any], broker, quick: bool) -> dict[str, Any]:
         for name, a in acc.items()
     }
     _print_ladder(out, bare=out[names[1]])
+    paired = _print_paired(acc, bare=names[1], rows=[ACTOR_NODE, ACTOR_NODE_SIDE])
     node = _print_actor_node(actor, acc[ACTOR_NODE])
     node["call_costs"] = _print_call_costs(costs)
-    return {"seconds_per_row": seconds, "slice_s": slice_s, "loops": out, "actor_node": node}
+    return {
+        "seconds_per_row": seconds,
+        "slice_s": slice_s,
+        "loops": out,
+        "paired_with_bare": paired,
+        "actor_node": node,
+    }
 
 
 def _call_costs(actor: ActorRung, seconds: float) -> dict[str, Any]:
@@ -521,6 +528,24 @@ def _print_ladder(out: dict[str, dict[str, float]], bare: dict[str, float]) -> N
         "steps/episode",
     ]
     print(md_table(headers, rows))
+
+
+def _print_paired(acc: dict[str, dict], bare: str, rows: list[str]) -> dict[str, dict]:
+    """Each row's steps/s over the bare loop's in the same round (every row runs one slice
+    a round, so a slower machine for a few seconds slows both): the median and range over
+    the rounds. Returns them for the JSON."""
+    out, parts = {}, []
+    for name in rows:
+        ratios = np.array(acc[name]["rates"]) / np.array(acc[bare]["rates"])
+        out[name] = {"median": float(np.median(ratios)), "min": ratios.min(), "max": ratios.max()}
+        o = out[name]
+        parts.append(f"{name}: {o['median']:.2f} ({o['min']:.2f}-{o['max']:.2f})")
+    rounds = len(acc[bare]["rates"])
+    print(
+        f"\nSteps/s over the bare int8 loop's in the same round, median (range) over the "
+        f"{rounds} rounds: " + "; ".join(parts) + "."
+    )
+    return {k: {m: float(v) for m, v in o.items()} for k, o in out.items()}
 
 
 def _print_actor_node(actor: ActorRung, a: dict[str, Any]) -> dict[str, Any]:
