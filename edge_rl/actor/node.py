@@ -21,8 +21,7 @@ the batch, publishing) runs once per stint, so the loop runs close to the speed 
 ``env.step(argmax(invoke(obs)))`` loop (docs/benchmarks.md). The loop serves its own MQTT
 connection (``owner_io``, transport/mqtt.py): a publish writes to the socket at once, and
 what came in is read by a poll between stints (at most every ``POLL_S``) and in every
-wait. With paho's network
-thread the loop handed it the GIL for each publish and each PUBACK.
+wait, so no other thread takes the GIL from the loop for a publish or a PUBACK.
 
 Control (``run_control``): the actor joins the run start the learner's retained
 control names, and trains (``_loop``) only while it says ``running`` and its env-step count
@@ -363,9 +362,9 @@ class ActorNode:
         fewer if the batch fills, or once ``seconds`` have passed (a status or the batch's
         flush is due). Control is read between stints, and the transport polled once
         ``POLL_S`` has passed, so a pause or a stop takes effect within ``POLL_S`` and one
-        stint. Each step's inference, exploration and env step are timed on the
-        loop's clock and charged with one split lap; the rest (the row's append and the
-        step's bookkeeping) is publish. The throttle is charged once per step."""
+        stint. Each step's inference, exploration and env step are timed on the loop's
+        clock and charged with one split lap; the rest (the row's append and the step's
+        bookkeeping) is publish. The throttle is charged once per step."""
         lap = self.clock.lap
         policy = self.slot.current  # one read: policies swap between two stints
         version = 0 if policy is None else policy.manifest.policy_version

@@ -30,12 +30,13 @@ actor loop uses it: with paho's thread, the loop handed the GIL to it for every 
 and every PUBACK, ~4 blocks of ~40 µs a batch (docs/benchmarks.md).
 
 ``url`` may be a list, ``URL[,URL...]``: the nodes of one clustered broker. The transport's
-own thread connects to one node at a time, and paho's network thread serves that connection
-(paho's own reconnect is off). When an attempt fails (no CONNACK, or a refusal) it moves on
-to the next node of the list, round and round, and waits between attempts by ``Backoff``
-(backoff.py: bounded, jittered, exponential). A node that dropped an established
-connection is tried once more first (a restart of a single broker), then the others. It
-does not fall back to an earlier node while connected.
+own thread connects to one node at a time, and paho's network thread (with ``owner_io``,
+the owner's polls) serves that connection (paho's own reconnect is off). When an attempt
+fails (no CONNACK, or a refusal) it moves on to the next node of the list, round and
+round, and waits between attempts by ``Backoff`` (backoff.py: bounded, jittered,
+exponential). A node that dropped an established connection is tried once more first (a
+restart of a single broker), then the others. It does not fall back to an earlier node
+while connected.
 """
 
 from __future__ import annotations
