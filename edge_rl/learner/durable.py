@@ -1,6 +1,6 @@
 """Durable runs: the learner's checkpoint, when it is written, and how it comes back.
 
-    durable = Durable(parts, run_dir, cfg, run_id, pause=inbox.paused, headline=...)
+    durable = Durable(parts, run_dir, header_for(cfg, rid), cfg.checkpoint, pause=.., headline=..)
     durable.restore()             # `edge-rl learn --resume`: before the transport starts
     durable.maybe_save()          # main loop: on the config's schedule (checkpoint.every_*)
     durable.save()                # at SIGTERM/SIGINT and at the end of the run
@@ -32,8 +32,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from edge_rl.config import RunConfig
-from edge_rl.learner.checkpoint import Checkpoint, CheckpointError, header_for
+from edge_rl.config import CheckpointConfig
+from edge_rl.learner.checkpoint import Checkpoint, CheckpointError
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.types import PartState, Saveable
 
@@ -102,16 +102,16 @@ class Durable:
         self,
         parts: Mapping[str, Saveable],
         run_dir: RunDir,
-        cfg: RunConfig,
-        run_id: str,
+        header: dict[str, Any],  # checkpoint.header_for: what a resume must agree on
+        schedule: CheckpointConfig,
         *,
         pause: AbstractContextManager,  # held while the states are taken: ingest paused
         headline: Callable[[], Headline],
     ) -> None:
         self.parts = dict(parts)
-        self.checkpoint = Checkpoint(run_dir, header_for(cfg, run_id))
-        self.every_s = cfg.checkpoint.every_s
-        self.every_steps = cfg.checkpoint.every_env_steps
+        self.checkpoint = Checkpoint(run_dir, header)
+        self.every_s = schedule.every_s
+        self.every_steps = schedule.every_env_steps
         self._pause = pause
         self._headline = headline
         self.saves = 0

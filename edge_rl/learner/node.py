@@ -30,17 +30,21 @@ from typing import Any
 from edge_rl.agents.algo import make_algo
 from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
+from edge_rl.export.worker import default_worker
+from edge_rl.learner.checkpoint import header_for
 from edge_rl.learner.credit import Grants
 from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, saved_run_id
 from edge_rl.learner.fleet_control import FleetControl, control_will
 from edge_rl.learner.inbox import Inbox
 from edge_rl.learner.ingest.ingest import Ingest
+from edge_rl.learner.ingest.plausible import bounds_for_env
 from edge_rl.learner.join import JoinDesk
 from edge_rl.learner.metrics import METRICS, Meter
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.exporter import Exporter
 from edge_rl.learner.outbound.packager import PolicyPackager
 from edge_rl.learner.outbound.selection import ModelSelection, evaluate_policy
+from edge_rl.learner.quarantine import BoardWatch
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.learner.summary import InboxCounts, RunRecord, write_summary
@@ -81,7 +85,7 @@ class LearnerNode:
         self.resume = resume
         self.run_id = run_id or (resume and saved_run_id(run_dir)) or secrets.token_hex(8)
         run_dir.mkdir()
-        self.signer = signer or Signer.load_or_create(run_dir.signing_key_for(cfg))
+        self.signer = signer or Signer.load_or_create(run_dir.signing_key_for(cfg.signing_key))
         self.spec = env_spec(cfg.env_id)
         self.topics = topics = Topics(cfg.transport.root, cfg.run)
         self.clocks = breakdown.learner_clocks()  # per thread: main, ingest, exporter
@@ -110,17 +114,43 @@ class LearnerNode:
         self.grants = Grants(run_dir.grants, rid, reserve)
         if resume:
             self.grants.load()
-        self.ingest = Ingest.for_run(cfg, self.spec, self.replay, latest, rid, self.grants)
+        # Limits from the run config, data bounded by the grants, plausibility from the env
+        # (bounds_for_env may step it: a warm-up).
+        self.ingest = Ingest(
+            self.spec,
+            self.replay,
+            topics,
+            latest,
+            max_payload_bytes=cfg.transport.max_payload_bytes,
+            max_policy_lag=cfg.max_policy_lag,
+            max_abs_observation=cfg.max_abs_observation,
+            max_abs_reward=cfg.max_abs_reward,
+            max_actors=cfg.fleet.max_actors,
+            max_transitions=cfg.total_env_steps,
+            run_id=rid,
+            grants=self.grants,
+            bounds=bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward),
+            watch=BoardWatch(cfg.quarantine, cfg.fleet.max_actors),
+            evict=cfg.quarantine.evict,
+        )
         ingest_lost = self.ingest.lost  # what the learner itself lost: written off at once
         # Credit stops the fleet at the budget: no step is granted past it.
         self.inbox = Inbox(self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"])
         # replay -> updates -> export -> policy topic -> actors
         self.algo = make_algo(cfg, self.spec)
-        self.trainer = Trainer(self.algo, self.replay, cfg, lambda: self.env_steps, self.clocks)
+        paid = cfg.updates_paid_by  # the updates a count of received transitions pays for
+        self.trainer = Trainer(self.algo, self.replay, paid, lambda: self.env_steps, self.clocks)
         self.packager = PolicyPackager(cfg, self.spec, self.replay, run_dir, self.signer, rid)
         self.packager.prepare(self.algo.policy_network)  # its template, while we set up
         self.broadcast = PolicyBroadcast(topics, publish, self.packager, cfg.transport)
-        self.selection = ModelSelection.for_run(cfg, self.packager)
+        self.selection = ModelSelection(
+            cfg.select_every,
+            cfg.select_episodes,
+            cfg.seed + 20_000,  # scoring episodes of their own, not the fleet's seeds
+            cfg.select_recheck,
+            self.packager,
+            default_worker(),
+        )
         self.exporter = Exporter(
             self.algo,
             self.replay,
@@ -153,8 +183,8 @@ class LearnerNode:
         self.durable = Durable(  # checkpoints: schedule, save, restore (durable.py)
             self._saveable_parts(),
             run_dir,
-            cfg,
-            rid,
+            header_for(cfg, rid),
+            cfg.checkpoint,
             pause=self.inbox.paused,
             headline=self._headline,
         )

@@ -73,7 +73,7 @@ def run_learner(cfg: RunConfig, run_dir: Path, options: LearnOptions) -> dict[st
     if not options.resume:
         files.config.write_text(yaml.safe_dump(_plain(dataclasses.asdict(cfg))))
     # The signing key: the learner signs every policy; the fleet gets the public half.
-    key = files.signing_key_for(cfg)
+    key = files.signing_key_for(cfg.signing_key)
     signer = Signer.load_or_create(key)
     public_key = files.signing_public_key
     signer.write_public(public_key)

@@ -1,7 +1,7 @@
 """A run directory: every file name in it, in one place.
 
     run = RunDir(Path("runs/cartpole"))
-    run.summary, run.publishes, run.checkpoint, run.signing_key_for(cfg) ...
+    run.summary, run.publishes, run.checkpoint, run.signing_key_for(cfg.signing_key) ...
 
 What a learner run leaves (README.md's run-directory table says what each holds):
 
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-from edge_rl.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -117,9 +115,10 @@ class RunDir:
         """Its public half: what the simulated fleet verifies with."""
         return self.path / "signing.pub"
 
-    def signing_key_for(self, cfg: RunConfig) -> Path:
-        """The key that signs the run's policies: the config's, else the run's own."""
-        return Path(cfg.signing_key) if cfg.signing_key else self.signing_key
+    def signing_key_for(self, configured: str | None) -> Path:
+        """The key that signs the run's policies: the configured one (``RunConfig.signing_key``),
+        else the run's own."""
+        return Path(configured) if configured else self.signing_key
 
     def earlier_run(self) -> tuple[Path, ...]:
         """What an earlier run leaves: a fresh run into this directory would truncate or

@@ -1,6 +1,6 @@
 """Updates at the replay ratio: the learner trains on what the fleet delivered, no faster.
 
-    trainer = Trainer(algo, replay, cfg, env_steps=lambda: ingest.transitions, clocks)
+    trainer = Trainer(algo, replay, cfg.updates_paid_by, lambda: ingest.transitions, clocks)
     trainer.train_for(0.05)     # main thread: updates until the target or the deadline
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 
@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 
 from edge_rl.agents.algo import Algo
-from edge_rl.config import RunConfig
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.telemetry.breakdown import LapClock
 
@@ -26,19 +25,19 @@ class Trainer:
         self,
         algo: Algo,
         replay: ReplayBuffer,
-        cfg: RunConfig,
+        updates_paid_by: Callable[[int], int],  # RunConfig.updates_paid_by
         env_steps: Callable[[], int],
         clocks: dict[str, LapClock],  # its laps go to "main"
     ) -> None:
         self.algo = algo
         self.replay = replay
-        self.cfg = cfg
+        self._paid_by = updates_paid_by
         self._env_steps = env_steps
         self._lap = clocks["main"].lap
         self.losses: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
 
     def target(self) -> int:
-        return self.cfg.updates_paid_by(self._env_steps())
+        return self._paid_by(self._env_steps())
 
     def train_for(self, seconds: float) -> None:
         self._lap("other")  # what the main thread did since its last lap: control, ticks

@@ -54,9 +54,9 @@ def test_run_dir_names_each_file(tmp_path):
         "tb",
         "fleet",
     )
-    assert run.signing_key_for(RunConfig("CartPole-v1")) == run.signing_key
+    assert run.signing_key_for(RunConfig("CartPole-v1").signing_key) == run.signing_key
     own = RunConfig("CartPole-v1", signing_key="/keys/learner.key")
-    assert run.signing_key_for(own) == Path("/keys/learner.key")
+    assert run.signing_key_for(own.signing_key) == Path("/keys/learner.key")
     assert run.summary in run.earlier_run() and run.checkpoint in run.earlier_run()
 
 

@@ -1,6 +1,6 @@
 """Ingest: one transition payload from the bus into replay. Runs on the ingest thread.
 
-    ingest = Ingest.for_run(cfg, spec, replay, latest_version=lambda: broadcast.version, run_id)
+    ingest = Ingest(spec, replay, topics, latest_version=lambda: broadcast.version, run_id=...)
     while running:                          # the ingest thread (learner/inbox.py)
         topic, payload = queue.get()
         if ingest.handle(topic, payload):   # never raises: a reject is counted by reason
@@ -34,13 +34,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Set
 
-from edge_rl.config import RunConfig
 from edge_rl.learner.credit import Grants
 from edge_rl.learner.ingest.accounting import Accounting, IngestStats
 from edge_rl.learner.ingest.admission import Admission
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.lost import LearnerLosses
-from edge_rl.learner.ingest.plausible import Bounds, bounds_for_run
+from edge_rl.learner.ingest.plausible import Bounds
 from edge_rl.learner.ingest.validate import Rejected, Validator
 from edge_rl.learner.quarantine import BoardWatch
 from edge_rl.learner.replay import ReplayBuffer
@@ -103,36 +102,6 @@ class Ingest:
         self.dedup = Dedup()
         self.accounting = Accounting(max_transitions)
         self.learner_losses = LearnerLosses(max_actors, topics)  # what the learner itself lost
-
-    @classmethod
-    def for_run(
-        cls,
-        cfg: RunConfig,
-        spec: EnvSpec,
-        replay: ReplayBuffer,
-        latest_version: Callable[[], int],
-        run_id: str,
-        grants: Grants,
-    ) -> Ingest:
-        """The learner's ingest: limits from the run config, data bounded by ``grants``,
-        plausibility from the env (``bounds_for_run``: may step it, a warm-up)."""
-        return cls(
-            spec,
-            replay,
-            Topics(cfg.transport.root, cfg.run),
-            latest_version,
-            max_payload_bytes=cfg.transport.max_payload_bytes,
-            max_policy_lag=cfg.max_policy_lag,
-            max_abs_observation=cfg.max_abs_observation,
-            max_abs_reward=cfg.max_abs_reward,
-            max_actors=cfg.fleet.max_actors,
-            max_transitions=cfg.total_env_steps,
-            run_id=run_id,
-            grants=grants,
-            bounds=bounds_for_run(cfg),
-            watch=BoardWatch(cfg.quarantine, cfg.fleet.max_actors),
-            evict=cfg.quarantine.evict,
-        )
 
     def handle(self, topic: str, payload: bytes) -> bool:
         """Ingest one transition payload; True when it went into replay. Never raises."""

@@ -3,7 +3,7 @@ space, and per-step reward bounds (protocol.md §3.1, security.md). A batch outs
 refused (``out_of_bounds``, ``implausible_reward``): a board with valid credentials that
 sends rewards of ±1e6 must not reach replay, even though they are finite and well-formed.
 
-    bounds = bounds_for_run(cfg)   # at the learner's start: may step the env (warm-up)
+    bounds = bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward)  # may step it
     bounds.reward_source           # which rule gave the reward bounds
 
 Reward bounds, the first rule that applies:
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_rl.config import RunConfig
+from edge_rl.config import IngestConfig
 from edge_rl.envs import make_env
 
 log = logging.getLogger(__name__)
@@ -62,12 +62,12 @@ class Bounds:
         return bool(np.any(r < self.reward_low - tol) or np.any(r > self.reward_high + tol))
 
 
-def bounds_for_run(cfg: RunConfig) -> Bounds:
-    """The run's bounds; makes the env once (and steps it, for a warm-up)."""
-    env = make_env(cfg.env_id)
+def bounds_for_env(env_id: str, ingest: IngestConfig, seed: int, max_abs_reward: float) -> Bounds:
+    """A run's bounds; makes the env once (and steps it, for a warm-up, with ``seed``)."""
+    env = make_env(env_id)
     try:
         low, high = obs_bounds(env.observation_space)
-        lo, hi, source = reward_bounds(cfg, env)
+        lo, hi, source = reward_bounds(env_id, ingest, seed, max_abs_reward, env)
     finally:
         env.close()
     log.info("ingest: rewards per step in [%g, %g] (%s)", lo, hi, source)
@@ -84,19 +84,20 @@ def obs_bounds(space: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return tuple(map(float, low)), tuple(map(float, high))
 
 
-def reward_bounds(cfg: RunConfig, env: Any) -> tuple[float, float, str]:
+def reward_bounds(
+    env_id: str, ing: IngestConfig, seed: int, max_abs_reward: float, env: Any
+) -> tuple[float, float, str]:
     """``(low, high, source)`` by the rules in this module's docstring."""
-    ing = cfg.ingest
     if ing.reward_low is not None and ing.reward_high is not None:
         return ing.reward_low, ing.reward_high, "config"
-    if cfg.env_id in KNOWN_REWARDS:
-        return (*KNOWN_REWARDS[cfg.env_id], "known")
-    seen = warmup_rewards(env, ing.warmup_steps, cfg.seed) if ing.warmup_steps else None
+    if env_id in KNOWN_REWARDS:
+        return (*KNOWN_REWARDS[env_id], "known")
+    seen = warmup_rewards(env, ing.warmup_steps, seed) if ing.warmup_steps else None
     if seen is not None:
         lo, hi = seen
         width = max(hi - lo, abs(lo), abs(hi), 1e-3)
         return lo - ing.warmup_margin * width, hi + ing.warmup_margin * width, "warm-up"
-    return -cfg.max_abs_reward, cfg.max_abs_reward, "generic"
+    return -max_abs_reward, max_abs_reward, "generic"
 
 
 def warmup_rewards(env: Any, steps: int, seed: int) -> tuple[float, float] | None:

@@ -25,8 +25,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from edge_rl.config import RunConfig
-from edge_rl.export.worker import ExportWorker, WorkerDied, default_worker
+from edge_rl.export.worker import ExportWorker, WorkerDied
 from edge_rl.learner.outbound.packager import (
     PolicyPackager,
     Published,
@@ -74,17 +73,6 @@ class ModelSelection:
         self._lock = threading.Lock()
         # env id -> its scoring envs, made once (the exporter thread, then the recheck)
         self._evaluators: dict[str, Evaluator] = {}
-
-    @classmethod
-    def for_run(cls, cfg: RunConfig, packager: PolicyPackager) -> ModelSelection:
-        return cls(
-            cfg.select_every,
-            cfg.select_episodes,
-            cfg.seed + 20_000,
-            cfg.select_recheck,
-            packager,
-            default_worker(),
-        )
 
     def due(self, version: int) -> bool:
         return bool(self.every) and version % self.every == 0

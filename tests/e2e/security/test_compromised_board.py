@@ -29,7 +29,7 @@ from edge_rl.learner.credit import Grants
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.ingest import Ingest
-from edge_rl.learner.ingest.plausible import Bounds, bounds_for_run
+from edge_rl.learner.ingest.plausible import Bounds, bounds_for_env
 from edge_rl.learner.ingest.validate import Rejected, Validator
 from edge_rl.learner.node import LearnerNode
 from edge_rl.learner.replay import ReplayBuffer
@@ -190,12 +190,13 @@ PENDULUM_LOW = -(math.pi**2 + 0.1 * 8**2 + 0.001 * 2**2)
     ],
 )
 def test_reward_bounds_come_from_the_first_rule_that_applies(cfg, low, high, source):
-    b = bounds_for_run(cfg)
+    b = bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward)
     assert (b.reward_low, b.reward_high, b.reward_source) == (pytest.approx(low), high, source)
 
 
 def test_observation_bounds_are_the_spaces_with_room_for_float_rounding():
-    b = bounds_for_run(run_config("Pendulum-v1"))
+    pendulum = run_config("Pendulum-v1")
+    b = bounds_for_env("Pendulum-v1", pendulum.ingest, pendulum.seed, pendulum.max_abs_reward)
     assert (b.obs_low, b.obs_high) == ((-1.0, -1.0, -8.0), (1.0, 1.0, 8.0))
     edge = np.array([[1.0, -1.0, np.float32(8.0) * (1 + 1e-7)]], np.float32)
     assert not b.obs_outside(edge)

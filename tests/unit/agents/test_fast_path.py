@@ -189,7 +189,7 @@ def test_the_trainer_pays_exactly_the_updates_owed(algo: str) -> None:
     replay = ReplayBuffer(spec, 1_000, seed=0)
     replay.add(*batch(spec, 200, seed=7))
     received = [0]
-    trainer = Trainer(algo_, replay, cfg, lambda: received[0], learner_clocks())
+    trainer = Trainer(algo_, replay, cfg.updates_paid_by, lambda: received[0], learner_clocks())
     for env_steps in (11, 47, 52, 110, 111):  # owed: 0, 18, 21, 50, 50
         received[0] = env_steps
         trainer.pay_in_full()
