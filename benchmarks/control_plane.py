@@ -253,7 +253,7 @@ def plot(table: Path, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--boards", default="10,100,1000", help="comma-separated fleet sizes")
-    ap.add_argument("--per-proc", type=int, default=250, help="boards per edge-rl actors")
+    ap.add_argument("--per-proc", type=int, default=250, help="boards per edge-rl actors process")
     ap.add_argument("--arms", default="before,after", help=f"of {sorted(ARMS)}")
     ap.add_argument("--window", type=float, default=20.0, help="steady-state window (s)")
     ap.add_argument("--out", type=Path, help="also write the table here")
