@@ -4,7 +4,7 @@
 # `make test-quick`, everything but the tests marked `slow` (real training loops, benchmark
 # runs); `make test-bench`, only the benchmark scripts' smoke runs (marked `bench`: CI runs
 # them after `make test`, which leaves them out to stay within ten minutes);
-# `make test-long`, the real runs past 30 s each (attack scenarios, fleet hosts; marked `long`: CI runs
+# `make test-long`, the real runs past 30 s each (attack scenarios, board groups; marked `long`: CI runs
 # them after `make test`); `make test-deep`, the 10,000-case fuzz runs; `make test-cluster`,
 # failover on a three-node nats-server cluster on loopback (marked `cluster`, ~12 min: CI
 # runs it after `make test-long`). `make pi-check`: a

@@ -58,10 +58,10 @@ def role_of(cmdline: str, is_root: bool) -> str:
         return "learner"
     if "edge_rl.export.worker" in cmdline:
         return "export worker"
+    if "edge_rl.cli actors" in cmdline:  # before "actor", which it contains
+        return "board groups"
     if "edge_rl.cli actor" in cmdline or " actor " in f" {cmdline} ":
         return "actors"
-    if "edge_rl.cli host" in cmdline:
-        return "fleet hosts"
     if "mosquitto" in cmdline or "amqtt" in cmdline:
         return "broker"
     return "other: " + " ".join(Path(p).name for p in cmdline.split()[:2])

@@ -9,7 +9,7 @@ Each row starts a Mosquitto of its own (a password per board and the run's ACL, 
 real ``FleetControl`` on a real MQTT client, no training: credit flows as if the updates
 kept up) and ``edge-rl fleet --procs P`` (rpi4 boards, emulated). Columns:
 
-* boards / procs: simulated boards, and the ``edge-rl host`` processes they run in
+* boards / procs: simulated boards, and the ``edge-rl actors`` processes they run in
 * arm: ``before``, every board connects at once and every grant that grew is published
   every 50 ms round; ``after``, connects spread over boards/200 s (``--start-spread``)
   and grants bounded to 200/s over the fleet (``fleet.max_grants_per_s``)
@@ -253,7 +253,7 @@ def plot(table: Path, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--boards", default="10,100,1000", help="comma-separated fleet sizes")
-    ap.add_argument("--per-proc", type=int, default=250, help="boards per edge-rl host")
+    ap.add_argument("--per-proc", type=int, default=250, help="boards per edge-rl actors process")
     ap.add_argument("--arms", default="before,after", help=f"of {sorted(ARMS)}")
     ap.add_argument("--window", type=float, default=20.0, help="steady-state window (s)")
     ap.add_argument("--out", type=Path, help="also write the table here")

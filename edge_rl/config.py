@@ -24,7 +24,7 @@ MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
 # Simulated boards `edge-rl learn` starts: a process each (~100 MB apiece), or many boards
 # in each of fleet.procs processes (~0.5 MB a board at 250 a process; docs/scale.md).
 MAX_ACTOR_PROCESSES = 64
-MAX_HOSTED_BOARDS = 10_000
+MAX_GROUPED_BOARDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class FleetConfig:
     actors: int = 4  # simulated boards started by `edge-rl learn` (0: none)
     board: str = "rpi4"  # firmware_configs/<board>.yaml
     # 0: each simulated board is an `edge-rl actor` process of its own (at most 64 boards);
-    # P > 0: the boards run in P `edge-rl host` processes (board i in process i mod P),
-    # each board still its own actor (docs/fleet.md), up to MAX_HOSTED_BOARDS.
+    # P > 0: the boards run in P `edge-rl actors` processes (board i in process i mod P),
+    # each board still its own actor (docs/fleet.md), up to MAX_GROUPED_BOARDS.
     procs: int = 0
     # With procs > 0: each board connects after a random delay of up to this many seconds,
     # so that a thousand boards do not CONNECT in one instant.
@@ -71,7 +71,7 @@ class FleetConfig:
             )
         if not 0 <= self.procs <= 256:
             raise ValueError(f"fleet.procs must be in [0, 256], got {self.procs}")
-        most = MAX_HOSTED_BOARDS if self.procs else MAX_ACTOR_PROCESSES
+        most = MAX_GROUPED_BOARDS if self.procs else MAX_ACTOR_PROCESSES
         if not 0 <= self.actors <= most:
             raise ValueError(
                 f"fleet.actors must be in [0, {most}] with fleet.procs={self.procs}, "

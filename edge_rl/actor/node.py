@@ -111,7 +111,7 @@ class ActorNode:
         models: SharedModels | None = None,
     ) -> None:
         """``connect``: how to reach the broker (default: MQTT at ``opts.broker``).
-        ``models``: the interpreters a fleet host's boards share (actor/host.py)."""
+        ``models``: the interpreters a board group's boards share (actor/group.py)."""
         self.board = board
         self.opts = opts
         self.topics = Topics(opts.root, opts.run)

@@ -73,7 +73,7 @@ class PolicySlot:
         models: SharedModels | None = None,
     ):
         """``models``: the process's shared interpreters (actor/shared_models.py), for a
-        fleet host's boards; ``None``, a board of its own, builds its own."""
+        board group's boards; ``None``, a board of its own, builds its own."""
         self.spec = spec
         self.models = models
         self.verifier = verifier

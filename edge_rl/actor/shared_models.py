@@ -1,6 +1,6 @@
-"""One LiteRT interpreter per model, shared by the boards of one fleet-host process.
+"""One LiteRT interpreter per model, shared by the boards of one board group (one process).
 
-    models = SharedModels()                      # one per process (actor/host.py)
+    models = SharedModels()                      # one per process (actor/group.py)
     slot = PolicySlot(spec, verifier, run=..., models=models)
     # in the slot, after the signature, run, version, spec and sha256 checks have held:
     runner = models.runner(model_bytes, sha256_hex, num_threads=1, runtime="ai_edge_litert")

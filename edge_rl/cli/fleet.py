@@ -32,7 +32,7 @@ from edge_rl.cli.common import (
     type=int,
     default=0,
     show_default=True,
-    help="Spread the boards over this many processes (edge-rl host); 0: one per actor.",
+    help="Spread the boards over this many processes (edge-rl actors); 0: one per actor.",
 )
 @click.option(
     "--start-spread",

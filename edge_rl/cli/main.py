@@ -2,7 +2,7 @@
 
 learn (and --resume) | stop | deploy | fleet-status | fleet | credentials | flash | retire |
 keygen | eval | report
-on the learner host; actor | doctor on a board; host (many simulated boards in one
+on the learner host; actor | doctor on a board; actors (many simulated boards in one
 process, started by fleet --procs).
 
 Heavy imports happen inside each command: ``edge-rl actor`` on a board must never import
@@ -14,6 +14,7 @@ from __future__ import annotations
 import click
 
 from edge_rl.cli.actor import actor
+from edge_rl.cli.actors import actors
 from edge_rl.cli.common import GroupOptions
 from edge_rl.cli.credentials import credentials
 from edge_rl.cli.deploy import deploy
@@ -22,7 +23,6 @@ from edge_rl.cli.eval import eval_
 from edge_rl.cli.flash import flash
 from edge_rl.cli.fleet import fleet
 from edge_rl.cli.fleet_status import fleet_status
-from edge_rl.cli.host import host
 from edge_rl.cli.keygen import keygen
 from edge_rl.cli.learn import learn
 from edge_rl.cli.report import report
@@ -43,7 +43,7 @@ main.add_command(stop)
 main.add_command(actor)
 main.add_command(doctor)
 main.add_command(fleet)
-main.add_command(host)
+main.add_command(actors)
 main.add_command(flash)
 main.add_command(retire)
 main.add_command(credentials)

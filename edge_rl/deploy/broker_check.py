@@ -21,7 +21,7 @@ from edge_rl.boards import BoardConfig
 from edge_rl.deploy.check import Check, Failed, run_check
 from edge_rl.transport.address import BrokerAddress, parse_broker_list
 from edge_rl.transport.auth import AuthError, BrokerAuth
-from edge_rl.transport.mqtt import _apply_auth
+from edge_rl.transport.mqtt import apply_auth
 
 
 def board_auth(board: BoardConfig) -> BrokerAuth:
@@ -85,7 +85,7 @@ def check_broker(board: BoardConfig, address: BrokerAddress, timeout: float) -> 
 
     client.on_connect = on_connect
     try:
-        _apply_auth(client, auth, address.tls)
+        apply_auth(client, auth, address.tls)
         client.connect(address.host, address.port, keepalive=max(5, int(timeout)))
     except AuthError as e:
         raise Failed(str(e), "re-flash the board's credentials") from None

@@ -5,7 +5,7 @@
 In data-flow order: the policy signing key (the fleet verifies what the learner publishes)
 -> a broker and its accounts (an embedded one unless ``LearnOptions.broker``) -> the
 simulated fleet (``cfg.fleet.actors`` boards: a process each, or ``cfg.fleet.procs``
-board hosts) -> the live view -> the learner node,
+board groups) -> the live view -> the learner node,
 which runs until ``cfg.total_env_steps`` or a stop request and returns summary.json's content.
 On the way out the parts stop in reverse: the node has told the actors to stop, the fleet's
 processes end, the embedded broker goes last.

@@ -6,7 +6,7 @@
 
 Each member is the same code path a real board runs; only the board file's emulation
 section (a compute slow-down, which each member is told to apply with ``--emulate``: a
-real board never applies it) makes this host behave like that board. Members get SIGTERM
+real board never applies it) makes this machine behave like that board. Members get SIGTERM
 when the process that started them dies, however it died (Linux; ``die_with_parent``).
 
 ``auth(actor_id)`` gives each member its broker credentials (transport/auth.py): paths and
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edge_rl.broker.executables import die_with_parent
-from edge_rl.sim.hosted import HostedBoard, write_boards_file
+from edge_rl.sim.boards_file import BoardEntry, write_boards_file
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN
 
@@ -59,8 +59,8 @@ class Fleet:
         start_spread_s: float = 0.0,
     ) -> None:
         """``procs``: 0 runs each actor in a process of its own (``edge-rl actor``); P > 0
-        spreads the ``n`` boards over P ``edge-rl host`` processes, each board still its
-        own actor. ``start_spread_s``: a host starts its boards that far apart at most."""
+        spreads the ``n`` boards over P ``edge-rl actors`` processes, each board still its
+        own actor. ``start_spread_s``: a process starts its boards that far apart at most."""
         if n < 1:
             raise ValueError("a fleet needs at least one actor")
         if procs < 0:
@@ -79,7 +79,7 @@ class Fleet:
         self.id_prefix = id_prefix
         self.extra_args = extra_args
         self.auth = auth
-        self.host_procs = min(procs, n)
+        self.group_procs = min(procs, n)
         self.start_spread_s = start_spread_s
         self.procs: list[subprocess.Popen] = []
         self._logs: list = []
@@ -112,8 +112,8 @@ class Fleet:
     def start(self) -> Fleet:
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-        if self.host_procs:
-            self._start_hosts()
+        if self.group_procs:
+            self._start_groups()
         else:
             self._start_actors()
         log.info(
@@ -133,8 +133,8 @@ class Fleet:
                 cmd += auth.argv()
             self._spawn([*cmd, *self.extra_args], actor_id)
 
-    def _start_hosts(self) -> None:
-        """Board i goes to host i mod P; each host reads its boards from a file (ids,
+    def _start_groups(self) -> None:
+        """Board i goes to process i mod P; each reads its boards from a file (ids,
         seeds, credentials' paths) in the log directory, or a temporary one."""
         if self.log_dir is not None:
             where = self.log_dir
@@ -142,16 +142,16 @@ class Fleet:
             self._tmp = tempfile.TemporaryDirectory(prefix="edge-rl-fleet-")
             where = Path(self._tmp.name)
         ids = self.actor_ids()
-        for k in range(self.host_procs):
+        for k in range(self.group_procs):
             boards = [
-                HostedBoard(ids[i], self._seed(i), self.auth(ids[i]) if self.auth else None)
-                for i in range(k, self.n, self.host_procs)
+                BoardEntry(ids[i], self._seed(i), self.auth(ids[i]) if self.auth else None)
+                for i in range(k, self.n, self.group_procs)
             ]
-            path = where / f"host-{k}.boards.json"
+            path = where / f"actors-{k}.boards.json"
             write_boards_file(path, boards)
-            cmd = ["host", *self._common(), "--boards-file", str(path)]
+            cmd = ["actors", *self._common(), "--boards-file", str(path)]
             cmd += ["--start-spread", str(self.start_spread_s)]
-            self._spawn([*cmd, *self.extra_args], f"host-{k}")
+            self._spawn([*cmd, *self.extra_args], f"actors-{k}")
 
     def _spawn(self, args: list[str], name: str) -> None:
         cmd = [sys.executable, "-m", "edge_rl.cli", *args]

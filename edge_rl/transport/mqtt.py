@@ -20,6 +20,8 @@ properties), and 3.1.1 is what every broker speaks, the embedded amqtt fallback 
 the broker's certificate checked against ``auth.ca_file`` or the system's CAs, and its
 name against the URL's host), plus the client certificate of ``auth`` if it has one.
 A broker that refuses the credentials is logged as such and retried with back-off.
+``apply_auth`` puts the same TLS context and credentials on any paho client (the doctor's
+one-off login, deploy/broker_check.py).
 
 ``owner_io=True``: no network thread. The owner serves the connection on its own thread,
 calling ``poll(timeout)`` at least every few seconds (``loop`` of paho: reads, writes,
@@ -126,7 +128,7 @@ class MqttTransport:
         self._client.max_queued_messages_set(max_queued_messages)
         if will is not None:  # retained last will: published by the broker if we vanish
             self._client.will_set(will[0], will[1], qos=1, retain=True)
-        _apply_auth(self._client, self.auth, self.tls)
+        apply_auth(self._client, self.auth, self.tls)
         self._client.on_connect = self._on_connect
         self._client.on_subscribe = self._on_subscribe
         self._client.on_disconnect = self._on_disconnect
@@ -393,7 +395,7 @@ class MqttTransport:
                 log.exception("%s: error handling a message on %s", self.client_id, message.topic)
 
 
-def _apply_auth(client: mqtt.Client, auth: BrokerAuth, tls: bool) -> None:
+def apply_auth(client: mqtt.Client, auth: BrokerAuth, tls: bool) -> None:
     """TLS context and username/password on a paho client; ``AuthError`` when unusable."""
     auth.check_files()
     if tls:

@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent(
     # The actor command itself, as a board runs it (--help parses and imports the command).
     from click.testing import CliRunner
     from edge_rl.cli.main import main
-    for command in ("actor", "doctor"):  # what a board runs
+    for command in ("actor", "actors", "doctor"):  # what a board (or a board group) runs
         result = CliRunner().invoke(main, [command, "--help"])
         assert result.exit_code == 0, result.output
     print("ok")

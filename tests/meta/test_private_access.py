@@ -1,6 +1,8 @@
 """Nothing outside a class reads its private attributes: in edge_rl, ``x._name`` is read only
 through ``self`` or ``cls``. A part that another one needs to see says so in a public
-method or attribute (a checkpoint part's ``state()``, a summary's ``stats()``)."""
+method or attribute (a checkpoint part's ``state()``, a summary's ``stats()``). Nor does a
+module import another's private name (``from m import _name``): what a second module
+needs is public where it is defined."""
 
 from __future__ import annotations
 
@@ -39,6 +41,18 @@ def private_reads(source: str) -> set[str]:
     return found
 
 
+def private_imports(source: str) -> set[str]:
+    """``module._name`` for each ``from module import _name`` in ``source`` (importing a
+    public name under a private alias, ``import pack as _pack``, is the importer's own)."""
+    return {
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    }
+
+
 def test_private_reads_are_found():
     source = "self._a\ncls._b\nnode.exporter._last\nself.x._y\nt._replace(a=1)\no.__dict__\n"
     assert private_reads(source) == {"node.exporter._last", "self.x._y"}
@@ -53,3 +67,23 @@ def test_no_module_reads_another_objects_private_attributes():
     assert len(list(PACKAGE.rglob("*.py"))) > 50  # the walk found the package
     unexpected = found - THIRD_PARTY
     assert not unexpected, f"private attributes read from outside: {sorted(unexpected)}"
+
+
+def test_private_imports_are_found():
+    source = (
+        "from __future__ import annotations\n"
+        "from a.b import _c, d\n"
+        "from e import f as _f\n"
+        "def g():\n    from h import _i\n"
+    )
+    assert private_imports(source) == {"a.b._c", "h._i"}
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = {
+        (str(f.relative_to(REPO)), name)
+        for root in ("edge_rl", "benchmarks", "scripts")
+        for f in sorted((REPO / root).rglob("*.py"))
+        for name in private_imports(f.read_text())
+    }
+    assert not found, f"private names imported from another module: {sorted(found)}"

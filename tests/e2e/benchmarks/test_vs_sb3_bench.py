@@ -126,6 +126,7 @@ def test_roles_of_an_edge_rl_learn_tree():
     assert role_of("python3 /x/edge-rl learn --config c.yaml", is_root=True) == "learner"
     assert role_of("python3 -m edge_rl.export.worker 9 13", False) == "export worker"
     assert role_of("python3 -m edge_rl.cli actor --id sim-00", False) == "actors"
+    assert role_of("python3 -m edge_rl.cli actors --boards-file b.json", False) == "board groups"
     assert role_of("/usr/sbin/mosquitto -c mosquitto.conf", False) == "broker"
     assert role_of("python3 cpuinfo.py --json", False) == "other: python3 cpuinfo.py"
 

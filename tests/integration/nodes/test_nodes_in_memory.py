@@ -633,3 +633,29 @@ def test_an_earlier_runs_leftovers_never_reach_this_run(tmp_path):
     # it. (Before, the actor had joined the old start, whose "running" was retained: its
     # policy was tried for that one, and its junk model refused; no credit, no step.)
     assert actor.slot.rejected["wrong_run"] == 1
+
+
+def test_a_restarted_board_owns_its_id_once_silent_for_identity_window_s():
+    """A board's process restarts: its last will, then a new session. The new session owns
+    the id (its status is the board's) once the old one has been silent
+    ``fleet.identity_window_s``: at once with a window of 0, not within one of 600 s."""
+    for window_s, owner in ((0.0, 222), (600.0, 111)):
+        cfg = run_config("restart", fleet=FleetConfig(actors=0, identity_window_s=window_s))
+        topics = Topics(cfg.transport.root, cfg.run)
+        fleet = fleet_control(cfg, Recorder())
+        fleet.on_status(topics.status("pi"), status("pi", session=111))
+        fleet.send("running", updates=0)
+        fleet.on_status(topics.status("pi"), status("pi", "offline", session=111))  # its will
+        fleet.on_status(topics.status("pi"), status("pi", "starting", session=222))
+        fleet.send("running", updates=0)
+        assert fleet.actors()["pi"].session == owner, window_s
+
+
+def test_an_export_due_past_max_busy_share_waits(tmp_path):
+    """The exporter may be busy a millionth of the run's wall time: after the first
+    version, every due export waits (counted) until the run's last one."""
+    cfg = run_config("budget")
+    cfg = dataclasses.replace(cfg, export=dataclasses.replace(cfg.export, max_busy_share=1e-6))
+    summary, *_ = run_in_memory(tmp_path, cfg)
+    assert summary["exports_deferred"] >= 1
+    assert summary["policy_version"] <= 2

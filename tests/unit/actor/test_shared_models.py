@@ -1,4 +1,4 @@
-"""The one thing a fleet host's boards share: a LiteRT interpreter per verified model.
+"""The one thing a board group's boards share: a LiteRT interpreter per verified model.
 
 Each board's slot still verifies every bundle itself; only after the signature and the
 model's hash hold does it ask the cache, keyed by that hash."""

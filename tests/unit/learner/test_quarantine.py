@@ -8,8 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from edge_rl.config import QuarantineConfig
+from edge_rl.config import QuarantineConfig, RunConfig
 from edge_rl.envs import env_spec
+from edge_rl.learner.credit import Grants
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.quarantine import BoardWatch, robust_z
 from edge_rl.learner.replay import ReplayBuffer
@@ -398,3 +399,71 @@ def test_ingest_evicts_a_quarantined_boards_rows_and_refuses_the_rest():
     assert watch.quarantined()["evil"].rows_evicted == 100
     assert ingest.stats().rejected["quarantined"] == 3
     assert len(replay) == 900  # the honest boards' rows, all of them
+
+
+# --- the rule's knobs, each set off its shipped value ------------------------------------
+
+
+@pytest.mark.parametrize(("min_boards", "expected"), [(3, {"evil"}), (4, set())])
+def test_a_rule_applies_only_with_min_boards_judged(min_boards, expected):
+    watch = BoardWatch(dataclasses.replace(RULE, min_boards=min_boards))
+    for actor, mean in {"a": -6.0, "b": -6.2, "evil": 0.0}.items():
+        feed(watch, actor, mean)
+    assert {v.actor for v in watch.judge(0, now=0.0)} == expected
+
+
+def test_a_boards_return_window_is_its_last_window_episodes_returns():
+    watch = BoardWatch(dataclasses.replace(RULE, window_episodes=4))
+    feed(watch, "a", 1.0, returns=[10.0] * 6 + [20.0, 30.0, 40.0, 50.0])
+    figures = watch.stats().boards["a"]
+    assert figures.returns == 4 and figures.mean_return == pytest.approx(35.0)
+
+
+@pytest.mark.parametrize(("bins", "expected"), [(1, {"sim-01"}), (4, set())])
+def test_stretch_bins_set_a_board_against_the_fleet_span_by_span(bins, expected):
+    """In one span (each board's median over the whole stretch) the board starved less is an
+    outlier (z 7.5): most of its episodes came from the better policies. In the shipped four
+    spans it meets the others' episodes of the same time, and it is not."""
+    watch = BoardWatch(dataclasses.replace(SHIPPED, stretch_bins=bins))
+    play(watch, STAGGERED)
+    assert {v.actor for v in watch.judge(0, now=0.0)} == expected
+
+
+@pytest.mark.parametrize(
+    ("min_refused", "share", "expected"),
+    [(10, 0.2, set()), (3, 0.5, set()), (3, 0.2, {"bad"})],
+    ids=["fewer than min_refused", "share not over", "both"],
+)
+def test_refusals_quarantine_at_min_refused_over_max_refused_share(min_refused, share, expected):
+    rule = dataclasses.replace(RULE, min_refused=min_refused, max_refused_share=share)
+    watch = BoardWatch(rule)
+    for _ in range(10):
+        feed(watch, "bad", 1.0, n=10)
+    for _ in range(3):  # 3 refused of 13 batches: 23 %
+        watch.refused("bad")
+    verdicts = watch.judge(0, now=0.0)
+    assert {v.actor for v in verdicts} == expected
+    assert all((v.rule, v.fleet) == ("refused", share) for v in verdicts)
+
+
+@pytest.mark.parametrize("evict", [True, False])
+def test_quarantine_evict_decides_whether_a_quarantined_boards_rows_leave_replay(evict):
+    cfg = RunConfig(
+        env_id="CartPole-v1", run="q", quarantine=dataclasses.replace(RULE, evict=evict)
+    )
+    spec, topics, rid = env_spec(cfg.env_id), Topics(cfg.transport.root, cfg.run), "q-start"
+    grants = Grants()
+    for actor in ("a", "b", "c", "evil"):
+        grants.set(actor, 7, 10_000)
+    replay = ReplayBuffer(spec, 10_000)
+    ingest = Ingest.for_run(cfg, spec, replay, lambda: 0, rid, grants)
+    ingest.watch = BoardWatch(cfg.quarantine, every_s=0.0)  # judged at every batch
+    for seq in range(3):  # as above: "evil" ends an episode every step
+        for actor, episode_len in (("a", 20), ("b", 20), ("c", 20), ("evil", 1)):
+            b = dataclasses.replace(cartpole_batch(actor, seq, 100, episode_len), run_id=rid)
+            ingest.handle(topics.transitions(actor), encode_transitions(b))
+    verdict = ingest.watch.quarantined()["evil"]
+    assert ingest.stats().rejected["quarantined"] == 2  # refused either way
+    assert verdict.rows_evicted == (100 if evict else 0)
+    assert replay.rows_by_source().get("evil", 0) == (0 if evict else 100)
+    assert len(replay) == (900 if evict else 1000)

@@ -1,7 +1,7 @@
-"""50 boards in 2 ``edge-rl host`` processes on a real, authenticated Mosquitto: each board
+"""50 boards in 2 ``edge-rl actors`` processes on a real, authenticated Mosquitto: each board
 is its own actor. Its own MQTT session and password (the broker's ACL keys on it), its
-own status and session id, its own last will (a host killed outright leaves exactly its
-boards offline), and its own policy slot that verifies every signature (a bundle of
+own status and session id, its own last will (a process killed outright leaves exactly
+its boards offline), and its own policy slot that verifies every signature (a bundle of
 another key is refused by every board, the cached interpreter notwithstanding)."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 from edge_rl.boards import board_file
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
+from edge_rl.sim.boards_file import read_boards_file
 from edge_rl.sim.fleet import Fleet, fleet_ids
-from edge_rl.sim.hosted import read_boards_file
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from tests.harness.control_plane import ControlPlane, Models, wait
 
 N, PROCS = 50, 2
-RUN, RUN_ID = "hosts", "hosts-start"
+RUN, RUN_ID = "groups", "groups-start"
 
 
 @pytest.mark.slow
@@ -69,8 +69,8 @@ def test_fifty_boards_in_two_processes_are_fifty_actors(tmp_path, mosquitto_avai
             assert cp.loaded(2) == 0
             assert {s.policy_version for s in cp.statuses_now().values()} == {1}
 
-            # Host 0 killed outright: the broker sends exactly its boards' last wills.
-            mine = {b.actor_id for b in read_boards_file(tmp_path / "fleet/host-0.boards.json")}
+            # Process 0 killed outright: the broker sends exactly its boards' last wills.
+            mine = {b.actor_id for b in read_boards_file(tmp_path / "fleet/actors-0.boards.json")}
             assert len(mine) == N // PROCS
             os.kill(fleet.procs[0].pid, signal.SIGKILL)
 
@@ -78,6 +78,6 @@ def test_fifty_boards_in_two_processes_are_fifty_actors(tmp_path, mosquitto_avai
                 return {a for a, s in cp.statuses_now().items() if s.state == "offline"}
 
             assert wait(lambda: offline() == mine, 60), (sorted(offline() ^ mine), "differ")
-        # The other host stopped on SIGTERM: its boards each said goodbye.
+        # The other process stopped on SIGTERM: its boards each said goodbye.
         states = {a: s.state for a, s in cp.statuses_now().items()}
         assert {states[a] for a in set(ids) - mine} == {"stopped"}

@@ -1,7 +1,7 @@
 """Many boards in one process: each an ``ActorNode`` on a thread of its own.
 
-    host = BoardHost(board_cfg, [opts_a, opts_b, ...], connect_for=lambda o: mqtt_connect(...))
-    host.run()          # until host.stop() (SIGTERM) or every board has ended
+    group = BoardGroup(board_cfg, [opts_a, opts_b, ...], connect_for=lambda o: mqtt_connect(...))
+    group.run()         # until group.stop() (SIGTERM) or every board has ended
 
 What each board keeps to itself is everything a board on its own has: its MQTT client
 (session, client id, credentials, last will), its policy slot (every bundle decoded and
@@ -12,7 +12,7 @@ interpreter per verified model (``SharedModels``: keyed by the SHA-256 each boar
 itself). docs/fleet.md says why that is safe.
 
 Threads: a board's loop, its policy slot and its paho network thread, three per board.
-Boards start ``start_spread_s`` apart at most (uniformly at random): a host of a thousand
+Boards start ``start_spread_s`` apart at most (uniformly at random): a group of a thousand
 boards does not knock on the broker with a thousand CONNECTs in one instant.
 """
 
@@ -31,7 +31,7 @@ from edge_rl.transport.base import Connect
 log = logging.getLogger(__name__)
 
 
-class BoardHost:
+class BoardGroup:
     def __init__(
         self,
         board: BoardConfig,
@@ -43,7 +43,7 @@ class BoardHost:
         seed: int | None = None,
     ) -> None:
         if not boards:
-            raise ValueError("a fleet host needs at least one board")
+            raise ValueError("a board group needs at least one board")
         self.models = SharedModels() if share_models else None
         self.nodes = [ActorNode(board, o, connect_for(o), models=self.models) for o in boards]
         rng = random.Random(seed)
@@ -59,7 +59,7 @@ class BoardHost:
             )
             t.start()
             self._threads.append(t)
-        log.info("fleet host: %d boards started", len(self.nodes))
+        log.info("board group: %d boards started", len(self.nodes))
         self.join()
 
     def join(self) -> None:

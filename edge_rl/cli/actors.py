@@ -1,6 +1,6 @@
-"""``edge-rl host``: many simulated boards in one process (what ``edge-rl fleet --procs``
+"""``edge-rl actors``: many simulated actors in one process (what ``edge-rl fleet --procs``
 starts, one per process). Each board is its own actor: id, credentials, MQTT session,
-last will, policy slot, env and status; the boards file names them (sim/hosted.py).
+last will, policy slot, env and status; the boards file names them (sim/boards_file.py).
 
 No TensorFlow, like ``edge-rl actor``.
 """
@@ -30,7 +30,7 @@ THREAD_STACK_BYTES = 512 * 1024
     "--boards-file",
     required=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="JSON list of this process's boards: id, seed, auth (sim/hosted.py).",
+    help="JSON list of this process's boards: id, seed, auth (sim/boards_file.py).",
 )
 @click.option("--board", required=True, help="Board file or a shipped board's name.")
 @click.option("--broker", required=True, help="mqtt[s]://HOST:PORT")
@@ -54,7 +54,7 @@ THREAD_STACK_BYTES = 512 * 1024
     help="One LiteRT interpreter per board, none shared (for measuring).",
 )
 @click.pass_context
-def host(
+def actors(
     ctx: click.Context,
     boards_file: str,
     board: str,
@@ -68,11 +68,11 @@ def host(
     no_shared_models: bool,
 ) -> None:
     """Run the boards of BOARDS_FILE in this process until SIGTERM."""
-    from edge_rl.actor.host import BoardHost
+    from edge_rl.actor.group import BoardGroup
     from edge_rl.actor.node import ActorOptions
     from edge_rl.boards import board_file, load_board
     from edge_rl.broker.config import raise_fd_limit
-    from edge_rl.sim.hosted import read_boards_file
+    from edge_rl.sim.boards_file import read_boards_file
     from edge_rl.transport.auth import BrokerAuth
     from edge_rl.transport.mqtt import mqtt_connect
 
@@ -90,7 +90,7 @@ def host(
             for b in boards
         ]
         fds = raise_fd_limit(len(boards) * 2 + 256)
-        board_host = BoardHost(
+        group = BoardGroup(
             board_cfg,
             opts,
             lambda o: mqtt_connect(broker, auths[o.actor_id]),
@@ -99,16 +99,16 @@ def host(
         )
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
-    log.info("fleet host: %d boards, open-files limit %d", len(boards), fds)
-    signal.signal(signal.SIGTERM, lambda *_: board_host.stop())
+    log.info("board group: %d boards, open-files limit %d", len(boards), fds)
+    signal.signal(signal.SIGTERM, lambda *_: group.stop())
     # `kill -USR1 PID` writes every thread's stack to the log: where a thousand boards'
-    # threads are when a host slows down, without a debugger.
+    # threads are when a group slows down, without a debugger.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
-        board_host.run()
+        group.run()
     except KeyboardInterrupt:
-        board_host.stop()
-        board_host.join()
-    refused = [i for i, s in board_host.states().items() if s == "refused"]
+        group.stop()
+        group.join()
+    refused = [i for i, s in group.states().items() if s == "refused"]
     if refused:
         log.warning("%d boards refused (another process has their id): %s", len(refused), refused)

@@ -1,5 +1,5 @@
 """``edge-rl learn --fleet 40 --fleet-procs 2``: the learner's simulated fleet as two board
-hosts (``edge-rl host``), each of the 40 boards its own actor, and every one of them
+groups (``edge-rl actors``), each of the 40 boards its own actor, and every one of them
 contributes to a run that ends at exactly its budget (docs/fleet.md, docs/scale.md)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _without_fleet(flags: list[str]) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.long
-def test_learn_runs_forty_boards_in_two_hosts_and_each_contributes(tmp_path, mosquitto_available):
+def test_learn_runs_forty_boards_in_two_groups_and_each_contributes(tmp_path, mosquitto_available):
     run = tmp_path / "run"
     flags = [
         *_without_fleet(TINY),
@@ -43,7 +43,7 @@ def test_learn_runs_forty_boards_in_two_hosts_and_each_contributes(tmp_path, mos
         "--set",
         "fleet.max_statuses_per_s=20",
         "--run",
-        "hosted",
+        "grouped",
     ]
     proc = run_cli(
         "learn",
@@ -62,8 +62,11 @@ def test_learn_runs_forty_boards_in_two_hosts_and_each_contributes(tmp_path, mos
     assert sorted(by_actor) == ids and min(by_actor.values()) > 0, by_actor
     assert sum(by_actor.values()) == BUDGET
     assert sorted(summary["actors"]) == ids
-    # Two host processes, each with its boards file and log; no process per board.
+    # Two `edge-rl actors` processes, each with its boards file and log; none per board.
     fleet_dir = run / "fleet"
-    assert sorted(p.name for p in fleet_dir.glob("host-*.log")) == ["host-0.log", "host-1.log"]
-    assert len(list(fleet_dir.glob("host-*.boards.json"))) == PROCS
+    assert sorted(p.name for p in fleet_dir.glob("actors-*.log")) == [
+        "actors-0.log",
+        "actors-1.log",
+    ]
+    assert len(list(fleet_dir.glob("actors-*.boards.json"))) == PROCS
     assert not list(fleet_dir.glob("sim-*.log"))

@@ -1,4 +1,4 @@
-"""A fleet host's boards file: each board's id, seed and credentials' paths; and the ids
+"""A board group's boards file: each board's id, seed and credentials' paths; and the ids
 a fleet past 100 boards gets."""
 
 from __future__ import annotations
@@ -7,18 +7,18 @@ import json
 
 import pytest
 
+from edge_rl.sim.boards_file import BoardEntry, read_boards_file, write_boards_file
 from edge_rl.sim.fleet import fleet_ids
-from edge_rl.sim.hosted import HostedBoard, read_boards_file, write_boards_file
 from edge_rl.transport.auth import BrokerAuth
 
 
 def test_each_board_keeps_its_own_id_seed_and_credentials(tmp_path):
     boards = [
-        HostedBoard("sim-000", 1000, BrokerAuth(username="sim-000", password_file="/p/0")),
-        HostedBoard("sim-001", 2000, BrokerAuth(username="sim-001", password_env="PW_1")),
-        HostedBoard("sim-002", 3000, None),
+        BoardEntry("sim-000", 1000, BrokerAuth(username="sim-000", password_file="/p/0")),
+        BoardEntry("sim-001", 2000, BrokerAuth(username="sim-001", password_env="PW_1")),
+        BoardEntry("sim-002", 3000, None),
     ]
-    path = tmp_path / "host-0.boards.json"
+    path = tmp_path / "actors-0.boards.json"
     write_boards_file(path, boards)
     assert read_boards_file(path) == boards
     assert "password" not in json.loads(path.read_text())[0]["auth"]  # only its file's path

@@ -1,7 +1,7 @@
-"""The boards one fleet-host process runs: its boards file.
+"""The boards one ``edge-rl actors`` process runs: its boards file.
 
-    write_boards_file(path, [HostedBoard("sim-000", seed=1000, auth=BrokerAuth(...)), ...])
-    boards = read_boards_file(path)         # edge-rl host --boards-file PATH
+    write_boards_file(path, [BoardEntry("sim-000", seed=1000, auth=BrokerAuth(...)), ...])
+    boards = read_boards_file(path)         # edge-rl actors --boards-file PATH
 
 A JSON list, one object per board: ``id``, ``seed`` and ``auth`` (the ``BrokerAuth``
 fields that are set: file paths and variable names, never a password). Each board keeps
@@ -20,13 +20,13 @@ from edge_rl.transport.auth import BrokerAuth
 
 
 @dataclass(frozen=True)
-class HostedBoard:
+class BoardEntry:
     actor_id: str
     seed: int
     auth: BrokerAuth | None = None
 
 
-def write_boards_file(path: Path, boards: Sequence[HostedBoard]) -> None:
+def write_boards_file(path: Path, boards: Sequence[BoardEntry]) -> None:
     rows = []
     for b in boards:
         auth = {k: v for k, v in asdict(b.auth).items() if v is not None} if b.auth else None
@@ -34,7 +34,7 @@ def write_boards_file(path: Path, boards: Sequence[HostedBoard]) -> None:
     path.write_text(json.dumps(rows, indent=1))
 
 
-def read_boards_file(path: Path) -> list[HostedBoard]:
+def read_boards_file(path: Path) -> list[BoardEntry]:
     """The boards of ``path``; ``ValueError`` for anything but a list of such objects."""
     try:
         rows = json.loads(path.read_text())
@@ -52,7 +52,7 @@ def read_boards_file(path: Path) -> list[HostedBoard]:
             auth = BrokerAuth(**row["auth"]) if row["auth"] else None
         except TypeError as e:  # a key BrokerAuth has not
             raise ValueError(f"boards file {path}: auth of {row['id']}: {e}") from None
-        boards.append(HostedBoard(row["id"], row["seed"], auth))
+        boards.append(BoardEntry(row["id"], row["seed"], auth))
     ids = [b.actor_id for b in boards]
     if len(set(ids)) != len(ids):
         raise ValueError(f"boards file {path}: an actor id appears twice")
