@@ -50,6 +50,7 @@ from edge_rl.learner.run_dir import RunDir
 from edge_rl.learner.summary import InboxCounts, RunRecord, write_summary
 from edge_rl.learner.trainer import Trainer
 from edge_rl.sim.fleet import fleet_ids
+from edge_rl.specs import EnvSpec
 from edge_rl.telemetry import breakdown
 from edge_rl.telemetry.carbon import HostCarbon
 from edge_rl.telemetry.logs import MetricsLog
@@ -60,6 +61,35 @@ from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import SYS_DROPPED, Topics
 
 log = logging.getLogger(__name__)
+
+
+def ingest_for(
+    cfg: RunConfig,
+    spec: EnvSpec,
+    replay: ReplayBuffer,
+    latest_version: Callable[[], int],
+    run_id: str,
+    grants: Grants,
+) -> Ingest:
+    """The learner's ingest: limits from the run config, data bounded by ``grants``,
+    plausibility from the env (``bounds_for_env`` may step it: a warm-up)."""
+    return Ingest(
+        spec,
+        replay,
+        Topics(cfg.transport.root, cfg.run),
+        latest_version,
+        max_payload_bytes=cfg.transport.max_payload_bytes,
+        max_policy_lag=cfg.max_policy_lag,
+        max_abs_observation=cfg.max_abs_observation,
+        max_abs_reward=cfg.max_abs_reward,
+        max_actors=cfg.fleet.max_actors,
+        max_transitions=cfg.total_env_steps,
+        run_id=run_id,
+        grants=grants,
+        bounds=bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward),
+        watch=BoardWatch(cfg.quarantine, cfg.fleet.max_actors),
+        evict=cfg.quarantine.evict,
+    )
 
 
 class LearnerNode:
@@ -114,25 +144,7 @@ class LearnerNode:
         self.grants = Grants(run_dir.grants, rid, reserve)
         if resume:
             self.grants.load()
-        # Limits from the run config, data bounded by the grants, plausibility from the env
-        # (bounds_for_env may step it: a warm-up).
-        self.ingest = Ingest(
-            self.spec,
-            self.replay,
-            topics,
-            latest,
-            max_payload_bytes=cfg.transport.max_payload_bytes,
-            max_policy_lag=cfg.max_policy_lag,
-            max_abs_observation=cfg.max_abs_observation,
-            max_abs_reward=cfg.max_abs_reward,
-            max_actors=cfg.fleet.max_actors,
-            max_transitions=cfg.total_env_steps,
-            run_id=rid,
-            grants=self.grants,
-            bounds=bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward),
-            watch=BoardWatch(cfg.quarantine, cfg.fleet.max_actors),
-            evict=cfg.quarantine.evict,
-        )
+        self.ingest = ingest_for(cfg, self.spec, self.replay, latest, rid, self.grants)
         ingest_lost = self.ingest.lost  # what the learner itself lost: written off at once
         # Credit stops the fleet at the budget: no step is granted past it.
         self.inbox = Inbox(self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"])

@@ -1,6 +1,7 @@
 """The run config's limits on what ingest takes reach it: ``max_abs_observation`` and
-``max_abs_reward`` through ``Ingest.for_run``, and ``ingest.warmup_margin`` and the generic
-``max_abs_reward`` through the reward bounds (learner/ingest/plausible.py)."""
+``max_abs_reward`` through the learner's wiring (``learner.node.ingest_for``), and
+``ingest.warmup_margin`` and the generic ``max_abs_reward`` through the reward bounds
+(learner/ingest/plausible.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from edge_rl.config import IngestConfig, RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.learner.credit import Grants
 from edge_rl.learner.ingest.ingest import Ingest
-from edge_rl.learner.ingest.plausible import bounds_for_run
+from edge_rl.learner.ingest.plausible import Bounds, bounds_for_env
+from edge_rl.learner.node import ingest_for as learner_ingest
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.types import TransitionBatch
 from edge_rl.wire.topics import Topics
@@ -25,8 +27,12 @@ def ingest_for(cfg: RunConfig) -> tuple[Ingest, Topics]:
     spec = env_spec(cfg.env_id)
     grants = Grants()
     grants.set("pi", 7, 10_000)
-    ingest = Ingest.for_run(cfg, spec, ReplayBuffer(spec, 1_000), lambda: 0, RID, grants)
+    ingest = learner_ingest(cfg, spec, ReplayBuffer(spec, 1_000), lambda: 0, RID, grants)
     return ingest, Topics(cfg.transport.root, cfg.run)
+
+
+def bounds_of(cfg: RunConfig) -> Bounds:
+    return bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward)
 
 
 def batch(env_id: str, obs: float = 0.0, reward: float = 1.0, n: int = 4) -> TransitionBatch:
@@ -62,7 +68,7 @@ def test_max_abs_observation_bounds_what_the_space_leaves_unbounded(limit, taken
 def test_max_abs_reward_bounds_an_env_of_unknown_rewards(limit, taken):
     # Acrobot without a warm-up: no reward range but the generic one, +-max_abs_reward.
     cfg = RunConfig(env_id="Acrobot-v1", max_abs_reward=limit, ingest=IngestConfig(warmup_steps=0))
-    bounds = bounds_for_run(cfg)
+    bounds = bounds_of(cfg)
     assert (bounds.reward_low, bounds.reward_high, bounds.reward_source) == (
         -limit,
         limit,
@@ -78,7 +84,7 @@ def test_max_abs_reward_bounds_an_env_of_unknown_rewards(limit, taken):
 def test_the_warm_up_widens_the_rewards_it_saw_by_warmup_margin_widths(margin, low, high):
     # A random Acrobot policy sees only -1 (its 0 is the goal): a width of 1.
     cfg = RunConfig(env_id="Acrobot-v1", ingest=IngestConfig(warmup_margin=margin))
-    bounds = bounds_for_run(cfg)
+    bounds = bounds_of(cfg)
     assert (bounds.reward_low, bounds.reward_high, bounds.reward_source) == (
         pytest.approx(low),
         pytest.approx(high),

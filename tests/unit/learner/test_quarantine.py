@@ -12,6 +12,7 @@ from edge_rl.config import QuarantineConfig, RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.learner.credit import Grants
 from edge_rl.learner.ingest.ingest import Ingest
+from edge_rl.learner.node import ingest_for
 from edge_rl.learner.quarantine import BoardWatch, robust_z
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.types import TransitionBatch
@@ -456,7 +457,7 @@ def test_quarantine_evict_decides_whether_a_quarantined_boards_rows_leave_replay
     for actor in ("a", "b", "c", "evil"):
         grants.set(actor, 7, 10_000)
     replay = ReplayBuffer(spec, 10_000)
-    ingest = Ingest.for_run(cfg, spec, replay, lambda: 0, rid, grants)
+    ingest = ingest_for(cfg, spec, replay, lambda: 0, rid, grants)
     ingest.watch = BoardWatch(cfg.quarantine, every_s=0.0)  # judged at every batch
     for seq in range(3):  # as above: "evil" ends an episode every step
         for actor, episode_len in (("a", 20), ("b", 20), ("c", 20), ("evil", 1)):
