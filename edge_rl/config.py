@@ -210,7 +210,7 @@ class IngestConfig:
 @dataclass(frozen=True)
 class QuarantineConfig:
     """When a board's data is so far off the fleet's that the learner isolates it
-    (learner/quarantine.py, docs/security.md): its credit stops, its data is refused
+    (learner/fleet/quarantine.py, docs/security.md): its credit stops, its data is refused
     (``quarantined``) and, with ``evict``, its rows already in replay are dropped."""
 
     enabled: bool = True
@@ -278,7 +278,7 @@ class RunConfig:
     replay_capacity: int = 100_000
     replay_ratio: float = 0.5  # gradient updates per transition received
     # Flow control: the fleet may run at most this many transitions ahead of what the
-    # updates done so far have paid for at the replay ratio (see ``edge_rl.learner.fleet_control``).
+    # updates done so far have paid for at the replay ratio (see ``edge_rl.learner.fleet``).
     max_lag_transitions: int = 1_000
     # Credit an actor was granted, stepped and sent, but that has not arrived after this
     # long is written off and granted again (a broker restart loses in-flight batches);

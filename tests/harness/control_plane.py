@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport

@@ -1,7 +1,7 @@
 """A compromised board (valid credentials) can hurt only itself.
 
 Unit tests, table-driven, of each check that bounds a board by what the learner granted
-and by what its env can produce: ``Grants`` (learner/credit.py), ingest's not_granted,
+and by what its env can produce: ``Grants`` (learner/fleet/credit.py), ingest's not_granted,
 not_owner and over_credit, the seq-gap bound (dedup), plausibility (plausible.py), and
 fleet control's ``status_over_credit``. Then the attacks against a real run (``slow``):
 Mosquitto with the run's ACL, a real learner, real actor processes on CartPole, and an
@@ -25,8 +25,8 @@ from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import CheckpointConfig, ExportConfig, FleetConfig, IngestConfig, RunConfig
-from edge_rl.learner.credit import Grants
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
+from edge_rl.learner.fleet.credit import Grants
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.ingest.plausible import Bounds, bounds_for_run

@@ -1,4 +1,4 @@
-"""Pull-on-join (learner/join.py, the actor's hello): a board gets its control, policy and
+"""Pull-on-join (learner/fleet/join.py, the actor's hello): a board gets its control, policy and
 credit from the learner's answer on its own topics, and a learner that reconnects hears
 from every board at once; nothing hangs on a retained message (a clustered broker's node
 may not have it)."""
@@ -11,8 +11,8 @@ import time
 
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.config import FleetConfig
-from edge_rl.learner.fleet_control import FleetControl
-from edge_rl.learner.join import JoinDesk
+from edge_rl.learner.fleet.control import FleetControl
+from edge_rl.learner.fleet.join import JoinDesk
 from edge_rl.learner.node import LearnerNode
 from edge_rl.transport.memory import MemoryBroker
 from edge_rl.types import ControlMessage

@@ -14,7 +14,7 @@ from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.boards import BoardConfig
 from edge_rl.config import ExportConfig, FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.learner.node import LearnerNode
 from edge_rl.transport.memory import MemoryBroker
 from edge_rl.types import ActorStatus, ControlMessage, CreditGrant
@@ -213,7 +213,7 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
 def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch):
     """Two boards with one id: the first owns it; the newcomer's session is listed as
     refused in the id's grant (it stops on it) and gets no credit; the run goes on."""
-    import edge_rl.learner.identity as identity
+    import edge_rl.learner.fleet.identity as identity
 
     now = [500.0]
     monkeypatch.setattr(identity.time, "monotonic", lambda: now[0])
@@ -236,7 +236,7 @@ def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch)
 def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypatch):
     """A board that announces itself and then neither steps nor delivers keeps its grant
     but gets no share of new credit after credit_timeout_s; the one that works gets it all."""
-    import edge_rl.learner.fleet_control as fc
+    import edge_rl.learner.fleet.control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
@@ -282,7 +282,7 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     """A full inbox drops a batch of a0's: its credit comes back in the next grant, not after
     credit_timeout_s (a0 keeps delivering other batches, which restarts that clock, so the
     lost share stalled the fleet every time it filled the lead: ingest_queue=2)."""
-    import edge_rl.learner.fleet_control as fc
+    import edge_rl.learner.fleet.control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])

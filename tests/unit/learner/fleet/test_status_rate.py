@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl, status_interval
+from edge_rl.learner.fleet.control import FleetControl, status_interval
 from edge_rl.types import ActorStatus, ControlMessage
 from edge_rl.wire.messages import decode_control, encode_status
 from edge_rl.wire.topics import Topics

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl, RateBound, held_at_most
+from edge_rl.learner.fleet.control import FleetControl, RateBound, held_at_most
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_credit, encode_status
 from edge_rl.wire.topics import Topics
@@ -83,7 +83,7 @@ def test_no_actor_of_a_large_fleet_holds_more_than_twice_an_even_share(monkeypat
     """990 of 1,000 boards hold their grants and do not step (a loaded host): what they hold
     is granted again to the 10 that work, but none of those holds more than twice an even
     share; with half the lead each, ten boards would take the whole lead."""
-    import edge_rl.learner.fleet_control as fc
+    import edge_rl.learner.fleet.control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])

@@ -11,8 +11,8 @@ import types
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner import fleet_control
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet import control as fleet_control
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.types import ActorState, ActorStatus
 from edge_rl.wire.messages import decode_control, encode_status
 from edge_rl.wire.topics import Topics

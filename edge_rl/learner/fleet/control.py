@@ -29,7 +29,7 @@ by it. No actor holds more than half the lead; one that holds credit and neither
 delivers for ``credit_timeout_s`` (at least two stated status intervals; the clock starts
 when it comes to hold credit) is granted no more, and what it holds is granted again to the
 others (the lead is overcommitted by at most what idle actors hold: ingest takes no
-more than a grant, nor past the budget). A quarantined board (learner/quarantine.py) is
+more than a grant, nor past the budget). A quarantined board (learner/fleet/quarantine.py) is
 granted nothing more.
 
 The status registry is written on the transport's thread and read on the main thread (the
@@ -47,8 +47,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from edge_rl.config import RunConfig
-from edge_rl.learner.credit import CreditLedger, Grants
-from edge_rl.learner.identity import Identities
+from edge_rl.learner.fleet.credit import CreditLedger, Grants
+from edge_rl.learner.fleet.identity import Identities
 from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, RunState
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import (
