@@ -262,6 +262,26 @@ class QuarantineConfig:
 
 
 @dataclass(frozen=True)
+class Pacing:
+    """The run's budget and pacing, as fleet control reads them (``RunConfig.pacing``)."""
+
+    total_env_steps: int
+    learning_starts: int
+    replay_ratio: float
+    max_lag_transitions: int
+    credit_timeout_s: float
+
+    def updates_paid_by(self, env_steps: int) -> int:
+        """Updates ``env_steps`` received transitions pay for at the replay ratio:
+        ``replay_ratio × (env_steps − learning_starts)``, none before learning starts."""
+        return int(self.replay_ratio * max(0, env_steps - self.learning_starts))
+
+    def env_steps_paying_for(self, updates: int) -> int:
+        """The fewest received transitions that pay for ``updates`` (the inverse)."""
+        return self.learning_starts + math.ceil(updates / self.replay_ratio)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     env_id: str
     algo: str = "dqn"
@@ -334,14 +354,23 @@ class RunConfig:
         if not (self.max_abs_observation > 0 and self.max_abs_reward > 0):
             raise ValueError("max_abs_observation and max_abs_reward must be > 0")
 
+    @property
+    def pacing(self) -> Pacing:
+        return Pacing(
+            self.total_env_steps,
+            self.learning_starts,
+            self.replay_ratio,
+            self.max_lag_transitions,
+            self.credit_timeout_s,
+        )
+
     def updates_paid_by(self, env_steps: int) -> int:
-        """Updates ``env_steps`` received transitions pay for at the replay ratio:
-        ``replay_ratio × (env_steps − learning_starts)``, none before learning starts."""
-        return int(self.replay_ratio * max(0, env_steps - self.learning_starts))
+        """Updates ``env_steps`` received transitions pay for (``Pacing.updates_paid_by``)."""
+        return self.pacing.updates_paid_by(env_steps)
 
     def env_steps_paying_for(self, updates: int) -> int:
         """The fewest received transitions that pay for ``updates`` (the inverse)."""
-        return self.learning_starts + math.ceil(updates / self.replay_ratio)
+        return self.pacing.env_steps_paying_for(updates)
 
     @property
     def total_updates(self) -> int:

@@ -134,7 +134,8 @@ class LearnerNode:
         )
         # statuses in, control and credit out
         self.fleet = FleetControl(
-            cfg,
+            cfg.fleet,
+            cfg.pacing,
             topics,
             publish,
             self.ingest.received,

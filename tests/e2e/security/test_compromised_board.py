@@ -243,7 +243,9 @@ STATUS_CASES = [  # (claims, recorded)
 def test_a_status_claiming_more_than_its_grant_is_refused_and_counted(claims, recorded):
     cfg = RunConfig(env_id="CartPole-v1", run="compromised", fleet=FleetConfig(actors=0))
     grants = Grants()
-    fleet = FleetControl(cfg, TOPICS, Published(), lambda: (0, {}), RID, grants=grants)
+    fleet = FleetControl(
+        cfg.fleet, cfg.pacing, TOPICS, Published(), lambda: (0, {}), RID, grants=grants
+    )
     grants.set("pi", 7, 100)
     status = ActorStatus("pi", "running", run_id=RID, session=7, **claims)
     fleet.on_status(TOPICS.status("pi"), encode_status(status))
@@ -266,7 +268,9 @@ def test_the_ledger_never_grants_from_a_refused_claim():
         fleet=FleetConfig(actors=0),
     )
     grants, published = Grants(), Published()
-    fleet = FleetControl(cfg, TOPICS, published, lambda: (0, {}), RID, grants=grants)
+    fleet = FleetControl(
+        cfg.fleet, cfg.pacing, TOPICS, published, lambda: (0, {}), RID, grants=grants
+    )
     for actor, session in (("honest", 1), ("evil", 2)):
         fleet.on_status(
             TOPICS.status(actor),

@@ -42,7 +42,7 @@ def desk(max_actors: int = 10) -> tuple[JoinDesk, Recorder, list[str], Topics, C
     cfg = run_config("join", fleet=FleetConfig(actors=0, max_actors=max_actors))
     topics = Topics(cfg.transport.root, cfg.run)
     sent = Recorder()
-    fleet = FleetControl(cfg, topics, sent, lambda: (0, {}), RID)
+    fleet = FleetControl(cfg.fleet, cfg.pacing, topics, sent, lambda: (0, {}), RID)
     policies: list[str] = []
 
     def send_policy(topic: str) -> bool:

@@ -80,7 +80,9 @@ def status(actor: str, state: str = "running", run_id: str = RID, session: int =
 
 
 def fleet_control(cfg: RunConfig, publish, received=lambda: (0, {})) -> FleetControl:
-    return FleetControl(cfg, Topics(cfg.transport.root, cfg.run), publish, received, RID)
+    return FleetControl(
+        cfg.fleet, cfg.pacing, Topics(cfg.transport.root, cfg.run), publish, received, RID
+    )
 
 
 def test_fleet_control_records_only_statuses_from_their_own_topic():
@@ -91,7 +93,7 @@ def test_fleet_control_records_only_statuses_from_their_own_topic():
     fleet.on_status(topics.status("a1"), status("a0"))  # a0 speaking on a1's topic
     fleet.on_status(topics.status("a2"), b"not a status")
     assert set(fleet.actors()) == {"a0"}
-    assert fleet.status_rejected == 2
+    assert fleet.stats().status_rejected == 2
 
 
 def test_statuses_of_another_run_start_are_ignored_and_not_in_the_fleet():
@@ -203,7 +205,7 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
     fleet = fleet_control(cfg, publish, received=lambda: (10, {"ghost": 10}))
     for actor in ("a0", "a1", "a2"):
         fleet.on_status(topics.status(actor), status(actor))
-    assert set(fleet.actors()) == {"a0", "a1"} and fleet.actors_refused == 1
+    assert set(fleet.actors()) == {"a0", "a1"} and fleet.roster.actors_refused == 1
     fleet.on_status(topics.status("a0"), status("a0", "paused"))  # a known actor: updated
     assert fleet.actors()["a0"].state == "paused"
     fleet.send("running", updates=0)
@@ -291,7 +293,13 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     received, dropped = {"a0": 0}, {}
     publish = Recorder()
     fleet = FleetControl(
-        cfg, topics, publish, lambda: (received["a0"], dict(received)), RID, lambda: dict(dropped)
+        cfg.fleet,
+        cfg.pacing,
+        topics,
+        publish,
+        lambda: (received["a0"], dict(received)),
+        RID,
+        lambda: dict(dropped),
     )
     fleet.on_status(topics.status("a0"), status("a0"))
     fleet.send("running", updates=0)
@@ -308,7 +316,7 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     dropped["a0"] = 25
     fleet.send("running", updates=0)
     assert publish.credits() == {"a0": 75 + 63 + 25}  # the 25 at once
-    assert fleet.written_off == {}  # not by the timeout
+    assert fleet.write_off.written_off == {}  # not by the timeout
     dropped["a0"] = 40  # more than is in transit (a copy of a received batch): capped
     fleet.send("running", updates=0)
     assert publish.credits() == {"a0": 163}
