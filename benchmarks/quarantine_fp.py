@@ -13,7 +13,7 @@ every one honest) once per seed with ``edge-rl learn``, the shipped quarantine r
 * judged: boards with enough data to be judged at the end; return: the deployed policy's
   ``final_eval_return``; wall s: the run's own
 
-Nothing here asserts a number: tests/unit/learner/test_quarantine.py and
+Nothing here asserts a number: tests/unit/learner/fleet/test_quarantine.py and
 tests/e2e/security/test_quarantine_run.py check the rule and a real quarantine.
 """
 

@@ -210,7 +210,7 @@ class IngestConfig:
 @dataclass(frozen=True)
 class QuarantineConfig:
     """When a board's data is so far off the fleet's that the learner isolates it
-    (learner/quarantine.py, docs/security.md): its credit stops, its data is refused
+    (learner/fleet/quarantine.py, docs/security.md): its credit stops, its data is refused
     (``quarantined``) and, with ``evict``, its rows already in replay are dropped."""
 
     enabled: bool = True
@@ -262,6 +262,26 @@ class QuarantineConfig:
 
 
 @dataclass(frozen=True)
+class Pacing:
+    """The run's budget and pacing, as fleet control reads them (``RunConfig.pacing``)."""
+
+    total_env_steps: int
+    learning_starts: int
+    replay_ratio: float
+    max_lag_transitions: int
+    credit_timeout_s: float
+
+    def updates_paid_by(self, env_steps: int) -> int:
+        """Updates ``env_steps`` received transitions pay for at the replay ratio:
+        ``replay_ratio × (env_steps − learning_starts)``, none before learning starts."""
+        return int(self.replay_ratio * max(0, env_steps - self.learning_starts))
+
+    def env_steps_paying_for(self, updates: int) -> int:
+        """The fewest received transitions that pay for ``updates`` (the inverse)."""
+        return self.learning_starts + math.ceil(updates / self.replay_ratio)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     env_id: str
     algo: str = "dqn"
@@ -278,7 +298,7 @@ class RunConfig:
     replay_capacity: int = 100_000
     replay_ratio: float = 0.5  # gradient updates per transition received
     # Flow control: the fleet may run at most this many transitions ahead of what the
-    # updates done so far have paid for at the replay ratio (see ``edge_rl.learner.fleet_control``).
+    # updates done so far have paid for at the replay ratio (see ``edge_rl.learner.fleet``).
     max_lag_transitions: int = 1_000
     # Credit an actor was granted, stepped and sent, but that has not arrived after this
     # long is written off and granted again (a broker restart loses in-flight batches);
@@ -334,14 +354,23 @@ class RunConfig:
         if not (self.max_abs_observation > 0 and self.max_abs_reward > 0):
             raise ValueError("max_abs_observation and max_abs_reward must be > 0")
 
+    @property
+    def pacing(self) -> Pacing:
+        return Pacing(
+            self.total_env_steps,
+            self.learning_starts,
+            self.replay_ratio,
+            self.max_lag_transitions,
+            self.credit_timeout_s,
+        )
+
     def updates_paid_by(self, env_steps: int) -> int:
-        """Updates ``env_steps`` received transitions pay for at the replay ratio:
-        ``replay_ratio × (env_steps − learning_starts)``, none before learning starts."""
-        return int(self.replay_ratio * max(0, env_steps - self.learning_starts))
+        """Updates ``env_steps`` received transitions pay for (``Pacing.updates_paid_by``)."""
+        return self.pacing.updates_paid_by(env_steps)
 
     def env_steps_paying_for(self, updates: int) -> int:
         """The fewest received transitions that pay for ``updates`` (the inverse)."""
-        return self.learning_starts + math.ceil(updates / self.replay_ratio)
+        return self.pacing.env_steps_paying_for(updates)
 
     @property
     def total_updates(self) -> int:

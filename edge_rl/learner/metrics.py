@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.learner.inbox import Inbox
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast

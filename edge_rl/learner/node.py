@@ -10,7 +10,7 @@ leaves the run ``paused``: the boards hold their policy and wait for ``--resume`
 
 threads:  transport --(Inbox: bounded queue)--> ingest: decode, validate, dedup, replay.add
           main: update at the replay ratio; every K updates an export (exporter.py);
-                env-step credit for the fleet (fleet_control.py); progress and metrics
+                env-step credit for the fleet (fleet/control.py); progress and metrics
           exporter: conversion, parity, broadcast and scoring, while training goes on
 Each thread's wall time is split into buckets by its own LapClock (telemetry/breakdown.py).
 This module only wires the parts and runs the loop; each part says what it does, keeps
@@ -32,19 +32,19 @@ from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.export.worker import default_worker
 from edge_rl.learner.checkpoint import header_for
-from edge_rl.learner.credit import Grants
 from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, saved_run_id
-from edge_rl.learner.fleet_control import FleetControl, control_will
+from edge_rl.learner.fleet.control import FleetControl, control_will
+from edge_rl.learner.fleet.credit import Grants
+from edge_rl.learner.fleet.join import JoinDesk
+from edge_rl.learner.fleet.quarantine import BoardWatch
 from edge_rl.learner.inbox import Inbox
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.ingest.plausible import bounds_for_env
-from edge_rl.learner.join import JoinDesk
 from edge_rl.learner.metrics import METRICS, Meter
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.exporter import Exporter
 from edge_rl.learner.outbound.packager import PolicyPackager
 from edge_rl.learner.outbound.selection import ModelSelection, evaluate_policy
-from edge_rl.learner.quarantine import BoardWatch
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.learner.summary import InboxCounts, RunRecord, write_summary
@@ -176,7 +176,8 @@ class LearnerNode:
         )
         # statuses in, control and credit out
         self.fleet = FleetControl(
-            cfg,
+            cfg.fleet,
+            cfg.pacing,
             topics,
             publish,
             self.ingest.received,

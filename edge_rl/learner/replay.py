@@ -4,7 +4,7 @@ Stores ``terminated`` only: a truncated step (time limit) is a normal transition
 target bootstraps from ``next_obs`` (Gymnasium 1.x semantics; Pardo et al. 2018).
 
 Each row also holds the index of its source (the board that sent it; -1: none named), so
-that a quarantined board's rows can be counted and evicted (learner/quarantine.py).
+that a quarantined board's rows can be counted and evicted (learner/fleet/quarantine.py).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class RunDir:
     @property
     def grants(self) -> Path:
         """The credit each actor was granted, as ceilings: what bounds its data after a
-        ``--resume`` too (learner/credit.py)."""
+        ``--resume`` too (learner/fleet/credit.py)."""
         return self.path / "grants.json"
 
     @property

@@ -19,14 +19,14 @@ from edge_rl.agents.algo import AlgoStats
 from edge_rl.boards import BoardConfig, Power, board_file, load_board
 from edge_rl.config import RunConfig
 from edge_rl.learner.durable import DurableStats
-from edge_rl.learner.fleet_control import FleetStats
+from edge_rl.learner.fleet.control import FleetStats
+from edge_rl.learner.fleet.join import JoinStats
+from edge_rl.learner.fleet.quarantine import QuarantineStats
 from edge_rl.learner.ingest.accounting import IngestStats
-from edge_rl.learner.join import JoinStats
 from edge_rl.learner.outbound.broadcast import BroadcastStats
 from edge_rl.learner.outbound.exporter import ExporterStats
 from edge_rl.learner.outbound.packager import PackagerStats
 from edge_rl.learner.outbound.selection import SelectionStats
-from edge_rl.learner.quarantine import QuarantineStats
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.runtime.evaluate import EvalResult
 from edge_rl.telemetry import breakdown, energy

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport
@@ -122,7 +122,10 @@ class ControlPlane:
             learning_starts=0,
             fleet=FleetConfig(max_grants_per_s=max_grants_per_s),
         )
-        self.fleet = FleetControl(cfg, topics, self._publish, self._received, run_id)
+        self.cfg = cfg
+        self.fleet = FleetControl(
+            cfg.fleet, cfg.pacing, topics, self._publish, self._received, run_id
+        )
         self.grant_every_s = grant_every_s
         self._lock = threading.Lock()
         self.sent: Counter[str] = Counter()  # grant / control / policy messages published
@@ -175,7 +178,7 @@ class ControlPlane:
     def _grant_loop(self) -> None:
         """The learner's main thread's share: ``send("running")`` every ``grant_every_s``,
         as a learner whose updates keep up with what it receives (credit flows on)."""
-        cfg = self.fleet.cfg
+        cfg = self.cfg
         while not self._stop.wait(self.grant_every_s):
             updates = int(self._received()[0] * cfg.replay_ratio)
             t = time.thread_time()

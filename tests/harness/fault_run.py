@@ -36,7 +36,7 @@ class Row:
     foreign: int  # received from an id outside the fleet
     lost: int
     causes: dict[str, int]
-    written_off: int  # credit of transitions in transit, granted again (fleet_control.py)
+    written_off: int  # credit of transitions in transit, granted again (learner/fleet/write_off.py)
     reclaimed: int  # credit idle actors held, granted again: the lead's overcommit
     duplicated: int
     over_budget: int

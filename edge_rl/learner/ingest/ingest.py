@@ -11,7 +11,7 @@
     decode_transitions   CodecError: bytes that are not a batch of this env (wire/)
     Validator.origin     Rejected: another actor's topic, another run start, out of bounds,
                          implausible_reward (plausible.py)
-    BoardWatch           Rejected: quarantined (a board isolated by learner/quarantine.py)
+    BoardWatch           Rejected: quarantined (a board isolated by learner/fleet/quarantine.py)
     Admission.admit      Rejected: too_many_actors; an actor's oldest session forgotten
     Dedup.first_time     a resend is counted as a duplicate, not as a reject; over_credit: a
                          seq gap wider than the session's unused credit (0 if not granted)
@@ -34,14 +34,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Set
 
-from edge_rl.learner.credit import Grants
+from edge_rl.learner.fleet.credit import Grants
+from edge_rl.learner.fleet.quarantine import BoardWatch
 from edge_rl.learner.ingest.accounting import Accounting, IngestStats
 from edge_rl.learner.ingest.admission import Admission
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.lost import LearnerLosses
 from edge_rl.learner.ingest.plausible import Bounds
 from edge_rl.learner.ingest.validate import Rejected, Validator
-from edge_rl.learner.quarantine import BoardWatch
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.specs import EnvSpec
 from edge_rl.types import TransitionBatch

@@ -194,7 +194,7 @@ def attack(evil: MqttTransport, topics: Topics, node: LearnerNode, log: dict, wa
     log["ingest_counted"] = wait_for(
         lambda: all(node.ingest.stats().rejected[r] >= 1 for r in own), 30
     )
-    log["status_counted"] = wait_for(lambda: node.fleet.status_rejected >= 2, 30)
+    log["status_counted"] = wait_for(lambda: node.fleet.stats().status_rejected >= 2, 30)
     log["attacked_at"] = node.env_steps
 
 

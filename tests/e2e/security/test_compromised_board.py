@@ -1,7 +1,7 @@
 """A compromised board (valid credentials) can hurt only itself.
 
 Unit tests, table-driven, of each check that bounds a board by what the learner granted
-and by what its env can produce: ``Grants`` (learner/credit.py), ingest's not_granted,
+and by what its env can produce: ``Grants`` (learner/fleet/credit.py), ingest's not_granted,
 not_owner and over_credit, the seq-gap bound (dedup), plausibility (plausible.py), and
 fleet control's ``status_over_credit``. Then the attacks against a real run (``slow``):
 Mosquitto with the run's ACL, a real learner, real actor processes on CartPole, and an
@@ -25,8 +25,8 @@ from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import CheckpointConfig, ExportConfig, FleetConfig, IngestConfig, RunConfig
-from edge_rl.learner.credit import Grants
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
+from edge_rl.learner.fleet.credit import Grants
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.ingest.plausible import Bounds, bounds_for_env
@@ -244,7 +244,9 @@ STATUS_CASES = [  # (claims, recorded)
 def test_a_status_claiming_more_than_its_grant_is_refused_and_counted(claims, recorded):
     cfg = RunConfig(env_id="CartPole-v1", run="compromised", fleet=FleetConfig(actors=0))
     grants = Grants()
-    fleet = FleetControl(cfg, TOPICS, Published(), lambda: (0, {}), RID, grants=grants)
+    fleet = FleetControl(
+        cfg.fleet, cfg.pacing, TOPICS, Published(), lambda: (0, {}), RID, grants=grants
+    )
     grants.set("pi", 7, 100)
     status = ActorStatus("pi", "running", run_id=RID, session=7, **claims)
     fleet.on_status(TOPICS.status("pi"), encode_status(status))
@@ -267,7 +269,9 @@ def test_the_ledger_never_grants_from_a_refused_claim():
         fleet=FleetConfig(actors=0),
     )
     grants, published = Grants(), Published()
-    fleet = FleetControl(cfg, TOPICS, published, lambda: (0, {}), RID, grants=grants)
+    fleet = FleetControl(
+        cfg.fleet, cfg.pacing, TOPICS, published, lambda: (0, {}), RID, grants=grants
+    )
     for actor, session in (("honest", 1), ("evil", 2)):
         fleet.on_status(
             TOPICS.status(actor),

@@ -6,7 +6,7 @@ truncated at 200 steps: a return of 200 while the honest fleet's stays at ~10-20
 
 Each transition passes every check of ingest (inside the observation space, CartPole's
 reward of exactly 1, within its grant); only its distribution against the fleet's gives
-it away (learner/quarantine.py). The test holds: it is quarantined by the return rule and
+it away (learner/fleet/quarantine.py). The test holds: it is quarantined by the return rule and
 no honest board is; its credit stops at once; its rows leave replay; the run reaches its
 budget.
 """

@@ -13,7 +13,7 @@ import pytest
 from edge_rl.actor.run_control import RunControl
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.config import ExportConfig, FleetConfig, RunConfig
-from edge_rl.learner.identity import Identities
+from edge_rl.learner.fleet.identity import Identities
 from edge_rl.types import ControlMessage, CreditGrant
 from edge_rl.wire.messages import encode_control, encode_credit
 

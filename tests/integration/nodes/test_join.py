@@ -1,4 +1,4 @@
-"""Pull-on-join (learner/join.py, the actor's hello): a board gets its control, policy and
+"""Pull-on-join (learner/fleet/join.py, the actor's hello): a board gets its control, policy and
 credit from the learner's answer on its own topics, and a learner that reconnects hears
 from every board at once; nothing hangs on a retained message (a clustered broker's node
 may not have it)."""
@@ -11,8 +11,8 @@ import time
 
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.config import FleetConfig
-from edge_rl.learner.fleet_control import FleetControl
-from edge_rl.learner.join import JoinDesk
+from edge_rl.learner.fleet.control import FleetControl
+from edge_rl.learner.fleet.join import JoinDesk
 from edge_rl.learner.node import LearnerNode
 from edge_rl.transport.memory import MemoryBroker
 from edge_rl.types import ControlMessage
@@ -42,7 +42,7 @@ def desk(max_actors: int = 10) -> tuple[JoinDesk, Recorder, list[str], Topics, C
     cfg = run_config("join", fleet=FleetConfig(actors=0, max_actors=max_actors))
     topics = Topics(cfg.transport.root, cfg.run)
     sent = Recorder()
-    fleet = FleetControl(cfg, topics, sent, lambda: (0, {}), RID)
+    fleet = FleetControl(cfg.fleet, cfg.pacing, topics, sent, lambda: (0, {}), RID)
     policies: list[str] = []
 
     def send_policy(topic: str) -> bool:

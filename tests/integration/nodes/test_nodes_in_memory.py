@@ -14,7 +14,7 @@ from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.boards import BoardConfig
 from edge_rl.config import ExportConfig, FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.learner.node import LearnerNode
 from edge_rl.transport.memory import MemoryBroker
 from edge_rl.types import ActorStatus, ControlMessage, CreditGrant
@@ -80,7 +80,9 @@ def status(actor: str, state: str = "running", run_id: str = RID, session: int =
 
 
 def fleet_control(cfg: RunConfig, publish, received=lambda: (0, {})) -> FleetControl:
-    return FleetControl(cfg, Topics(cfg.transport.root, cfg.run), publish, received, RID)
+    return FleetControl(
+        cfg.fleet, cfg.pacing, Topics(cfg.transport.root, cfg.run), publish, received, RID
+    )
 
 
 def test_fleet_control_records_only_statuses_from_their_own_topic():
@@ -91,7 +93,7 @@ def test_fleet_control_records_only_statuses_from_their_own_topic():
     fleet.on_status(topics.status("a1"), status("a0"))  # a0 speaking on a1's topic
     fleet.on_status(topics.status("a2"), b"not a status")
     assert set(fleet.actors()) == {"a0"}
-    assert fleet.status_rejected == 2
+    assert fleet.stats().status_rejected == 2
 
 
 def test_statuses_of_another_run_start_are_ignored_and_not_in_the_fleet():
@@ -203,7 +205,7 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
     fleet = fleet_control(cfg, publish, received=lambda: (10, {"ghost": 10}))
     for actor in ("a0", "a1", "a2"):
         fleet.on_status(topics.status(actor), status(actor))
-    assert set(fleet.actors()) == {"a0", "a1"} and fleet.actors_refused == 1
+    assert set(fleet.actors()) == {"a0", "a1"} and fleet.roster.actors_refused == 1
     fleet.on_status(topics.status("a0"), status("a0", "paused"))  # a known actor: updated
     assert fleet.actors()["a0"].state == "paused"
     fleet.send("running", updates=0)
@@ -213,7 +215,7 @@ def test_fleet_control_bounds_its_actors_and_credits_only_announced_ones():
 def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch):
     """Two boards with one id: the first owns it; the newcomer's session is listed as
     refused in the id's grant (it stops on it) and gets no credit; the run goes on."""
-    import edge_rl.learner.identity as identity
+    import edge_rl.learner.fleet.identity as identity
 
     now = [500.0]
     monkeypatch.setattr(identity.time, "monotonic", lambda: now[0])
@@ -236,7 +238,7 @@ def test_a_second_live_process_under_one_id_is_refused_in_the_grant(monkeypatch)
 def test_an_actor_that_holds_credit_and_does_nothing_is_granted_no_more(monkeypatch):
     """A board that announces itself and then neither steps nor delivers keeps its grant
     but gets no share of new credit after credit_timeout_s; the one that works gets it all."""
-    import edge_rl.learner.fleet_control as fc
+    import edge_rl.learner.fleet.control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
@@ -282,7 +284,7 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     """A full inbox drops a batch of a0's: its credit comes back in the next grant, not after
     credit_timeout_s (a0 keeps delivering other batches, which restarts that clock, so the
     lost share stalled the fleet every time it filled the lead: ingest_queue=2)."""
-    import edge_rl.learner.fleet_control as fc
+    import edge_rl.learner.fleet.control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
@@ -291,7 +293,13 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     received, dropped = {"a0": 0}, {}
     publish = Recorder()
     fleet = FleetControl(
-        cfg, topics, publish, lambda: (received["a0"], dict(received)), RID, lambda: dict(dropped)
+        cfg.fleet,
+        cfg.pacing,
+        topics,
+        publish,
+        lambda: (received["a0"], dict(received)),
+        RID,
+        lambda: dict(dropped),
     )
     fleet.on_status(topics.status("a0"), status("a0"))
     fleet.send("running", updates=0)
@@ -308,7 +316,7 @@ def test_what_the_learner_dropped_itself_is_written_off_at_once(monkeypatch):
     dropped["a0"] = 25
     fleet.send("running", updates=0)
     assert publish.credits() == {"a0": 75 + 63 + 25}  # the 25 at once
-    assert fleet.written_off == {}  # not by the timeout
+    assert fleet.write_off.written_off == {}  # not by the timeout
     dropped["a0"] = 40  # more than is in transit (a copy of a received batch): capped
     fleet.send("running", updates=0)
     assert publish.credits() == {"a0": 163}

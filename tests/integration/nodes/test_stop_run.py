@@ -14,7 +14,7 @@ import pytest
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.boards import BoardConfig
 from edge_rl.cli.stop import NothingToStop, current_run_start, run_start_in, stop_run
-from edge_rl.learner.fleet_control import control_will
+from edge_rl.learner.fleet.control import control_will
 from edge_rl.transport.memory import MemoryBroker
 from edge_rl.types import ActorStatus, ControlMessage
 from edge_rl.wire.messages import decode_control, encode_control

@@ -10,7 +10,7 @@ import pytest
 
 from edge_rl.config import IngestConfig, RunConfig
 from edge_rl.envs import env_spec
-from edge_rl.learner.credit import Grants
+from edge_rl.learner.fleet.credit import Grants
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.ingest.plausible import Bounds, bounds_for_env
 from edge_rl.learner.node import ingest_for as learner_ingest

@@ -11,8 +11,8 @@ import types
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner import fleet_control
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet import control as fleet_control
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_control, decode_credit, encode_status
 from edge_rl.wire.topics import Topics
@@ -46,7 +46,13 @@ class Fleet:
             ),
         )
         self.fc = FleetControl(
-            cfg, TOPICS, self._publish, self._received, RUN_ID, connected=lambda: self.up
+            cfg.fleet,
+            cfg.pacing,
+            TOPICS,
+            self._publish,
+            self._received,
+            RUN_ID,
+            connected=lambda: self.up,
         )
 
     def _publish(self, topic: str, payload: bytes, **_) -> bool:
@@ -137,7 +143,7 @@ def test_a_grant_the_transport_refused_is_sent_again(monkeypatch):
     fleet.refuse.add("a")  # the learner's queue is full when a's first grant goes out
     fleet.status("a")
     fleet.fc.send("running")
-    assert "a" not in fleet.credit and fleet.fc.grants_unsent == 1
+    assert "a" not in fleet.credit and fleet.fc.stats().grants_unsent == 1
     fleet.refuse.clear()
     fleet.fc.send("running")  # nothing changed in the ledger: the grant goes out all the same
     assert fleet.credit["a"] == 50

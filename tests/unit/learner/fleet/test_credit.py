@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_rl.learner.credit import CreditLedger
+from edge_rl.learner.fleet.credit import CreditLedger
 
 
 def test_first_grant_shares_what_is_allowed():

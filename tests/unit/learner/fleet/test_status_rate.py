@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl, status_interval
+from edge_rl.learner.fleet.control import FleetControl
+from edge_rl.learner.fleet.timing import status_interval
 from edge_rl.types import ActorStatus, ControlMessage
 from edge_rl.wire.messages import decode_control, encode_status
 from edge_rl.wire.topics import Topics
@@ -55,7 +56,7 @@ def fleet_with(rate: float) -> tuple[FleetControl, list[tuple[str, bytes]]]:
         learning_starts=0,
         fleet=FleetConfig(max_statuses_per_s=rate),
     )
-    return FleetControl(cfg, TOPICS, publish, lambda: (0, {}), RUN_ID), sent
+    return FleetControl(cfg.fleet, cfg.pacing, TOPICS, publish, lambda: (0, {}), RUN_ID), sent
 
 
 def announce(fleet: FleetControl, first: int, last: int, state: str = "running") -> None:

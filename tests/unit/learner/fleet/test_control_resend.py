@@ -6,8 +6,8 @@ from __future__ import annotations
 import types
 
 from edge_rl.config import RunConfig
-from edge_rl.learner import fleet_control
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet import control as fleet_control
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_control, encode_status
 from edge_rl.wire.topics import Topics
@@ -32,7 +32,9 @@ class Transport:
 def fleet() -> tuple[FleetControl, Transport]:
     cfg = RunConfig(env_id="CartPole-v1", run="resend", total_env_steps=10_000)
     transport = Transport()
-    return FleetControl(cfg, TOPICS, transport.publish, lambda: (0, {}), RUN_ID), transport
+    return FleetControl(
+        cfg.fleet, cfg.pacing, TOPICS, transport.publish, lambda: (0, {}), RUN_ID
+    ), transport
 
 
 def test_a_refused_control_goes_out_with_the_next_send():
@@ -40,7 +42,7 @@ def test_a_refused_control_goes_out_with_the_next_send():
     control.send("running")
     transport.refuse = True
     control.send("paused", reason="interrupted")
-    assert transport.controls == ["running"] and control.control_unsent == 1
+    assert transport.controls == ["running"] and control.channel.unsent == 1
     assert control.stats().control_unsent == 1  # summary.json's count
     transport.refuse = False
     control.send("paused", reason="interrupted")

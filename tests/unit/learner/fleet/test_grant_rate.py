@@ -9,7 +9,9 @@ from collections import Counter
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner.fleet_control import FleetControl, RateBound, held_at_most
+from edge_rl.learner.fleet.control import FleetControl
+from edge_rl.learner.fleet.publisher import RateBound
+from edge_rl.learner.fleet.shares import held_at_most
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_credit, encode_status
 from edge_rl.wire.topics import Topics
@@ -46,7 +48,7 @@ def fleet_of(n: int, rate: float) -> tuple[FleetControl, Counter]:
         max_lag_transitions=100 * n,
         fleet=FleetConfig(max_grants_per_s=rate),
     )
-    fleet = FleetControl(cfg, TOPICS, publish, lambda: (0, {}), RUN_ID)
+    fleet = FleetControl(cfg.fleet, cfg.pacing, TOPICS, publish, lambda: (0, {}), RUN_ID)
     for i in range(n):
         status = ActorStatus(f"b-{i:03d}", "running", run_id=RUN_ID, session=1000 + i)
         fleet.on_status(TOPICS.status(f"b-{i:03d}"), encode_status(status))
@@ -83,7 +85,7 @@ def test_no_actor_of_a_large_fleet_holds_more_than_twice_an_even_share(monkeypat
     """990 of 1,000 boards hold their grants and do not step (a loaded host): what they hold
     is granted again to the 10 that work, but none of those holds more than twice an even
     share; with half the lead each, ten boards would take the whole lead."""
-    import edge_rl.learner.fleet_control as fc
+    import edge_rl.learner.fleet.control as fc
 
     now = [1000.0]
     monkeypatch.setattr(fc.time, "monotonic", lambda: now[0])
@@ -105,7 +107,7 @@ def test_no_actor_of_a_large_fleet_holds_more_than_twice_an_even_share(monkeypat
         fleet=FleetConfig(max_grants_per_s=0.0, min_grant=8),
     )
     got = lambda: (sum(received.values()), dict(received))  # noqa: E731
-    fleet = FleetControl(cfg, TOPICS, publish, got, RUN_ID)
+    fleet = FleetControl(cfg.fleet, cfg.pacing, TOPICS, publish, got, RUN_ID)
     ids = [f"b-{i:04d}" for i in range(1000)]
 
     def report(actor: str, steps: int) -> None:

@@ -11,8 +11,9 @@ import types
 import pytest
 
 from edge_rl.config import FleetConfig, RunConfig
-from edge_rl.learner import fleet_control
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet import control as fleet_control
+from edge_rl.learner.fleet import timing
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.types import ActorState, ActorStatus
 from edge_rl.wire.messages import decode_control, encode_status
 from edge_rl.wire.topics import Topics
@@ -42,7 +43,9 @@ class Fleet:
                 min_grant=1, max_grants_per_s=0.0, max_statuses_per_s=max_statuses_per_s
             ),
         )
-        self.fc = FleetControl(cfg, TOPICS, self._publish, lambda: (0, {}), RUN_ID)
+        self.fc = FleetControl(
+            cfg.fleet, cfg.pacing, TOPICS, self._publish, lambda: (0, {}), RUN_ID
+        )
 
     def _publish(self, topic: str, payload: bytes, **_) -> bool:
         if topic == TOPICS.control:
@@ -109,7 +112,7 @@ def test_the_end_waits_four_rounds_at_most(monkeypatch):
     # One board every 20 s, and the last one never: the wait ends at 4 x 25 s.
     fleet.due = [(20.0 * (i + 1), actor, "serving") for i, actor in enumerate(boards[:5])]
     assert not fleet.fc.wait_for_state("serving")
-    assert fleet_control.STATE_WAIT_ROUNDS * 25.0 <= fleet.now < 100.5
+    assert timing.STATE_WAIT_ROUNDS * 25.0 <= fleet.now < 100.5
 
 
 def test_a_small_fleet_waits_the_least_time(monkeypatch):
@@ -117,7 +120,7 @@ def test_a_small_fleet_waits_the_least_time(monkeypatch):
     fleet.status("a", "paused")
     fleet.status("b", "offline")  # gone: not waited for
     fleet.fc.send("serving")
-    assert fleet.interval == 0.0 and fleet.fc.state_wait_s() == fleet_control.STATE_WAIT_S
+    assert fleet.interval == 0.0 and fleet.fc.state_wait_s() == timing.STATE_WAIT_S
     fleet.due = [(0.3, "a", "serving")]
     assert fleet.fc.wait_for_state("serving")
     assert fleet.now < 0.5

@@ -1,4 +1,4 @@
-"""The quarantine rule (learner/quarantine.py), replay's per-row source and eviction, and
+"""The quarantine rule (learner/fleet/quarantine.py), replay's per-row source and eviction, and
 ingest refusing a quarantined board's data."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 
 from edge_rl.config import QuarantineConfig, RunConfig
 from edge_rl.envs import env_spec
-from edge_rl.learner.credit import Grants
+from edge_rl.learner.fleet.credit import Grants
+from edge_rl.learner.fleet.quarantine import BoardWatch, robust_z
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.node import ingest_for
-from edge_rl.learner.quarantine import BoardWatch, robust_z
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.types import TransitionBatch
 from edge_rl.wire.topics import Topics

@@ -8,7 +8,7 @@ Credit, once granted, cannot be taken back (an actor may already have used it), 
 grant only ever grows. What is neither received nor outstanding is shared evenly among the
 known actors (a remainder to those granted least). Outstanding credit is what an actor was
 granted and has not delivered, less what is known to be ``lost`` on the way (dropped by the
-actor's full spool or size limit, or sent and never received: fleet_control.py decides):
+actor's full spool or size limit, or sent and never received: write_off.py decides):
 lost credit goes back to the pool, so a lost batch can no longer stall a run. The ingest
 side caps the budget itself (a written-off batch that arrives after all is not counted
 twice). No TensorFlow, no I/O: a pure ledger.

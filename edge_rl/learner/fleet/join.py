@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from edge_rl.learner.fleet_control import FleetControl
+from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import decode_status
 from edge_rl.wire.topics import Topics
