@@ -18,6 +18,7 @@ from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
 from edge_rl.telemetry.carbon import EnergyConfig
 from edge_rl.transport.auth import BrokerAuth  # standard library only
+from edge_rl.wire.policy import CODECS  # pure: no I/O
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, check_name  # pure: no MQTT
 
 MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
@@ -164,8 +165,8 @@ class ExportConfig:
             raise ValueError(
                 f"export.action_error_quantile must be in [0.5, 1]: {self.action_error_quantile}"
             )
-        if self.codec not in ("zlib", "none", "blocks"):
-            raise ValueError(f"export.codec must be zlib, none or blocks: {self.codec!r}")
+        if self.codec not in CODECS:
+            raise ValueError(f"export.codec must be one of {', '.join(CODECS)}: {self.codec!r}")
 
 
 @dataclass(frozen=True)

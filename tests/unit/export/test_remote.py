@@ -63,14 +63,15 @@ def test_a_td3_actor_exports_and_checks_in_the_worker_as_here(worker) -> None:
     assert remote == check_action_parity(here, actor, held_out, half, 0.99)
 
 
-def test_a_network_numpy_cannot_run_is_not_sent(worker) -> None:
+def test_a_network_numpy_cannot_run_is_refused_and_not_sent(worker) -> None:
     model = keras.Sequential(
         [keras.Input(shape=(4,)), keras.layers.Dense(8, activation="elu"), keras.layers.Dense(2)]
     )
     starts = worker.starts
-    assert (
-        export_checked(model, _obs(50, 4, 0), _obs(20, 4, 1), "int8", True, "zlib", worker) is None
-    )
+    with pytest.raises(ValueError, match="activations linear, relu, tanh; dense.* uses 'elu'"):
+        export_checked(model, _obs(50, 4, 0), _obs(20, 4, 1), "int8", True, "zlib", worker)
+    with pytest.raises(ValueError, match="uses 'elu'"):  # at set-up, before the first export
+        prepare_checked(model, "int8", True, worker)
     assert worker.starts == starts
     with pytest.raises(ValueError, match="precision"):
         prepare_checked(model, "int4", True, worker)
