@@ -14,6 +14,7 @@ import dacite
 import yaml
 
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
+from edge_rl.agents.registry import algorithm  # no TensorFlow either
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
 from edge_rl.telemetry.carbon import EnergyConfig
@@ -265,7 +266,7 @@ class QuarantineConfig:
 @dataclass(frozen=True)
 class RunConfig:
     env_id: str
-    algo: str = "dqn"
+    algo: str = "dqn"  # a name in agents/registry.py; its section is the field of that name
     run: str = DEFAULT_RUN  # topic level under transport.root; one run per name on a broker
     seed: int = 0
     # The Ed25519 key (PEM) that signs every policy, made (mode 0600) if the file is missing;
@@ -303,6 +304,7 @@ class RunConfig:
     # episodes (other seeds) and the best combined score is deployed; 0: no recheck.
     select_recheck: int = 0
 
+    # A section per algorithm of agents/registry.py, named as it is (test_registry.py checks).
     dqn: DQNConfig = field(default_factory=DQNConfig)
     td3: TD3Config = field(default_factory=TD3Config)
     fleet: FleetConfig = field(default_factory=FleetConfig)
@@ -315,8 +317,7 @@ class RunConfig:
     quarantine: QuarantineConfig = field(default_factory=QuarantineConfig)
 
     def __post_init__(self) -> None:
-        if self.algo not in ("dqn", "td3"):
-            raise ValueError(f"algo must be 'dqn' or 'td3', got {self.algo!r}")
+        algorithm(self.algo)  # ValueError naming the known algorithms
         check_name("run name", self.run)  # one topic level: at load, not once a fleet runs
         for level in self.transport.root.split("/"):
             check_name("transport.root level", level)

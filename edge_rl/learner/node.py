@@ -15,7 +15,7 @@ threads:  transport --(Inbox: bounded queue)--> ingest: decode, validate, dedup,
 Each thread's wall time is split into buckets by its own LapClock (telemetry/breakdown.py).
 This module only wires the parts and runs the loop; each part says what it does, keeps
 its own checkpointed state (durable.py) and reports its own figures (summary.py).
-``node.algo`` is the algorithm adapter (agents/algo.py), ``node.algo.learner`` its
+``node.algo`` is the algorithm adapter (agents/<algo>/adapter.py), ``node.algo.learner`` its
 TensorFlow learner.
 """
 
@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edge_rl.agents.algo import make_algo
+from edge_rl.agents.algo import Algo, AlgoSetup, ParityGate
+from edge_rl.agents.registry import make_algo
 from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.learner.credit import Grants
@@ -46,6 +47,7 @@ from edge_rl.learner.run_dir import RunDir
 from edge_rl.learner.summary import InboxCounts, RunRecord, write_summary
 from edge_rl.learner.trainer import Trainer
 from edge_rl.sim.fleet import fleet_ids
+from edge_rl.specs import EnvSpec
 from edge_rl.telemetry import breakdown
 from edge_rl.telemetry.carbon import HostCarbon
 from edge_rl.telemetry.logs import MetricsLog
@@ -56,6 +58,16 @@ from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import SYS_DROPPED, Topics
 
 log = logging.getLogger(__name__)
+
+
+def algo_for_run(cfg: RunConfig, spec: EnvSpec) -> Algo:
+    """The run's algorithm adapter, given only the sections of the config it needs."""
+    e = cfg.export
+    gate = ParityGate(
+        e.min_greedy_agreement, e.max_action_error, e.mean_action_error, e.action_error_quantile
+    )
+    setup = AlgoSetup(cfg.seed, cfg.total_env_steps, cfg.total_updates, gate, cfg.compression)
+    return make_algo(cfg.algo, getattr(cfg, cfg.algo), spec, setup)
 
 
 class LearnerNode:
@@ -115,7 +127,7 @@ class LearnerNode:
         # Credit stops the fleet at the budget: no step is granted past it.
         self.inbox = Inbox(self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"])
         # replay -> updates -> export -> policy topic -> actors
-        self.algo = make_algo(cfg, self.spec)
+        self.algo = algo_for_run(cfg, self.spec)
         self.trainer = Trainer(self.algo, self.replay, cfg, lambda: self.env_steps, self.clocks)
         self.packager = PolicyPackager(cfg, self.spec, self.replay, run_dir, self.signer, rid)
         self.packager.prepare(self.algo.policy_network)  # its template, while we set up
