@@ -1,6 +1,9 @@
 """DQN behind the learner node's seam (``Algo``): its learner, epsilon and parity gate.
 
-algo = DQNAlgo(config, spec, setup)   # or make_algo("dqn", ...) (agents/registry.py)
+    algo = DQNAlgo(config, spec, setup)   # or make_algo("dqn", ...) (agents/registry.py)
+
+Epsilon decays over a fraction of ``setup.total_env_steps`` (``epsilon_at``); an export
+passes when LiteRT's greedy actions agree with the float network's often enough.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 parity gate.
 
     algo = TD3Algo(config, spec, setup)   # or make_algo("td3", ...) (agents/registry.py)
+
+An export passes when LiteRT's actions lie close enough to the float actor's, in fractions
+of the action half-range.
 """
 
 from __future__ import annotations
