@@ -10,7 +10,13 @@ import pytest
 
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.agents.td3.networks import make_actor
-from edge_rl.export.parity import action_report, check_action_parity, check_q_parity, q_report
+from edge_rl.export.parity import (
+    action_report,
+    check_action_parity,
+    check_exportable,
+    check_q_parity,
+    q_report,
+)
 from edge_rl.export.parity import outputs as parity_outputs
 from edge_rl.export.remote import export_checked, prepare_checked
 from edge_rl.export.tflite import export_policy
@@ -75,3 +81,14 @@ def test_a_network_numpy_cannot_run_is_refused_and_not_sent(worker) -> None:
     assert worker.starts == starts
     with pytest.raises(ValueError, match="precision"):
         prepare_checked(model, "int4", True, worker)
+
+
+def test_a_layer_that_is_not_dense_is_refused_by_name() -> None:
+    model = keras.Sequential(
+        [keras.Input(shape=(4,)), keras.layers.Dense(8), keras.layers.Dropout(0.1, name="drop")],
+        name="net",
+    )
+    with pytest.raises(ValueError, match="net: export needs a plain stack of Dense layers; drop"):
+        check_exportable(model)
+    stack = check_exportable(make_q_network(4, 2, (8,), seed=0))
+    assert [activation for _, _, activation in stack] == ["relu", "linear"]
