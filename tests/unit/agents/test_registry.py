@@ -14,7 +14,7 @@ from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.registry import ALGORITHMS, algorithm, make_algo
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig
-from edge_rl.config import RunConfig, run_config_from_dict
+from edge_rl.config import RunConfig, load_run_config, run_config_from_dict
 from edge_rl.specs import EnvSpec
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
@@ -34,9 +34,14 @@ def test_an_unknown_name_is_refused_with_the_known_ones_listed() -> None:
         make_algo("sac", SMALL["dqn"], CARTPOLE, SETUP)
 
 
-def test_the_run_config_refuses_an_unknown_algo_with_the_known_ones_listed() -> None:
+def test_the_run_config_refuses_an_unknown_algo_with_the_known_ones_listed(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"unknown algo 'sac'; known: dqn, td3"):
         run_config_from_dict({"env_id": "Pendulum-v1", "algo": "sac"})
+    path = tmp_path / "run.yaml"
+    path.write_text("env_id: Pendulum-v1\nalgo: td3\n")
+    assert load_run_config(path).algo == "td3"
+    with pytest.raises(ValueError, match=r"run.yaml: .*unknown algo 'sac'; known: dqn, td3"):
+        load_run_config(path, {"algo": "sac"})  # as `edge-rl learn --set algo=sac` gives it
 
 
 def test_the_registry_drives_the_config_check(monkeypatch: pytest.MonkeyPatch) -> None:
