@@ -17,8 +17,8 @@ same snapshot, in alternating order so that load hits both alike:
     direct     ``export_policy(...)``: weights, biases, normalisation and int8 parameters
                written into the structure's template, LiteRT self-check
 
-Each export then goes through the learner's parity gate (``DQNAlgo.check`` /
-``TD3Algo.check`` thresholds from ``ExportConfig``). The template's one conversion per
+Each export then goes through the learner's parity gate (``DQNAlgo.judge`` /
+``TD3Algo.judge`` thresholds from ``ExportConfig``). The template's one conversion per
 structure happens before the timed versions and is shown apart. Nothing here asserts a
 number.
 """

@@ -176,7 +176,7 @@ def make_runner(net: Network, cfg, v: Variant) -> Callable[[], int]:
     """One learner call of variant ``v`` on ``net``'s example config; returns its steps."""
     import dataclasses
 
-    from edge_rl.agents.algo import make_algo
+    from edge_rl.learner.node import algo_for_run
     from edge_rl.learner.replay import ReplayBuffer
     from edge_rl.specs import EnvSpec
 
@@ -199,7 +199,7 @@ def make_runner(net: Network, cfg, v: Variant) -> Callable[[], int]:
         obs[::-1].copy(),
         (rng.random(CAPACITY) < 0.01).astype(np.float32),
     )
-    algo = make_algo(cfg, spec)
+    algo = algo_for_run(cfg, spec)
     algo.compile()
 
     def run() -> int:

@@ -14,10 +14,12 @@ import dacite
 import yaml
 
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
+from edge_rl.agents.registry import algorithm  # no TensorFlow either
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
 from edge_rl.telemetry.carbon import EnergyConfig
 from edge_rl.transport.auth import BrokerAuth  # standard library only
+from edge_rl.wire.policy import CODECS  # pure: no I/O
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN, check_name  # pure: no MQTT
 
 MQTT_MAX_PACKET = 268_435_455  # MQTT 3.1.1's remaining-length limit (~256 MB)
@@ -164,8 +166,8 @@ class ExportConfig:
             raise ValueError(
                 f"export.action_error_quantile must be in [0.5, 1]: {self.action_error_quantile}"
             )
-        if self.codec not in ("zlib", "none", "blocks"):
-            raise ValueError(f"export.codec must be zlib, none or blocks: {self.codec!r}")
+        if self.codec not in CODECS:
+            raise ValueError(f"export.codec must be one of {', '.join(CODECS)}: {self.codec!r}")
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,7 @@ class Pacing:
 @dataclass(frozen=True)
 class RunConfig:
     env_id: str
-    algo: str = "dqn"
+    algo: str = "dqn"  # a name in agents/registry.py; its section is the field of that name
     run: str = DEFAULT_RUN  # topic level under transport.root; one run per name on a broker
     seed: int = 0
     # The Ed25519 key (PEM) that signs every policy, made (mode 0600) if the file is missing;
@@ -322,6 +324,7 @@ class RunConfig:
     # episodes (other seeds) and the best combined score is deployed; 0: no recheck.
     select_recheck: int = 0
 
+    # A section per algorithm of agents/registry.py, named as it is (test_registry.py checks).
     dqn: DQNConfig = field(default_factory=DQNConfig)
     td3: TD3Config = field(default_factory=TD3Config)
     fleet: FleetConfig = field(default_factory=FleetConfig)
@@ -334,8 +337,7 @@ class RunConfig:
     quarantine: QuarantineConfig = field(default_factory=QuarantineConfig)
 
     def __post_init__(self) -> None:
-        if self.algo not in ("dqn", "td3"):
-            raise ValueError(f"algo must be 'dqn' or 'td3', got {self.algo!r}")
+        algorithm(self.algo)  # ValueError naming the known algorithms
         check_name("run name", self.run)  # one topic level: at load, not once a fleet runs
         for level in self.transport.root.split("/"):
             check_name("transport.root level", level)

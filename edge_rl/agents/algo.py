@@ -1,15 +1,16 @@
 """What the learner node needs to know of each algorithm, behind one small seam.
 
-    algo = make_algo(cfg, spec)
+    algo = make_algo(name, config, spec, setup)   # agents/registry.py
     metrics = algo.update(replay.sample(algo.batch_size), steps)  # one compiled call
     net = algo.policy_network                     # what is exported and deployed
     exploration = algo.exploration(env_steps)     # goes into the manifest
-    ok, report = algo.check(exported, net, obs)   # LiteRT parity gate before publishing
+    ok, report = algo.judge(lite, reference)      # the parity gate before publishing
     algo.state(), algo.load_state(s), algo.stats()  # checkpoint and summary
 
-``algo.learner`` is the TensorFlow learner (``DQNLearner``, ``TD3Learner``): the update
-math lives in ``edge_rl.agents``; this only adapts it to the node, with the compressor
-that constrains its policy network when the config asks for one.
+Each algorithm's adapter lives in its own folder (``agents/<algo>/adapter.py``) and
+subclasses ``Algo``; ``algo.learner`` is its TensorFlow learner (``DQNLearner``,
+``TD3Learner``). An adapter takes its own config section and an ``AlgoSetup``, never the
+run config: agents/ sits beside config.py in the layers and does not import it.
 """
 
 from __future__ import annotations
@@ -20,11 +21,32 @@ from typing import Any
 
 import numpy as np
 
-from edge_rl.config import RunConfig
-from edge_rl.export.parity import action_report, outputs, q_report
-from edge_rl.export.tflite import ExportedModel
-from edge_rl.specs import EnvSpec
+from edge_rl.compress.config import CompressionConfig  # plain dataclasses: no TensorFlow
 from edge_rl.types import PartState, ReplaySample
+
+
+@dataclass(frozen=True)
+class ParityGate:
+    """The export gate's thresholds (``export:`` in the run config): an export whose
+    LiteRT outputs are further than this from the float network's is not published."""
+
+    min_greedy_agreement: float  # Q-values: rows whose argmax matches the float network's
+    # Actions, in fractions of the action half-range: the ``action_error_quantile`` of each
+    # observation's largest error, and the mean error.
+    max_action_error: float
+    mean_action_error: float
+    action_error_quantile: float
+
+
+@dataclass(frozen=True)
+class AlgoSetup:
+    """What an adapter takes of the run besides its own config section."""
+
+    seed: int
+    total_env_steps: int  # the run's budget, which exploration schedules are fractions of
+    total_updates: int  # the update budget, which compression schedules are fractions of
+    gate: ParityGate
+    compression: CompressionConfig
 
 
 @dataclass(frozen=True)
@@ -42,8 +64,8 @@ class Algo:
     updates_per_call: int  # the most gradient steps one update() call takes
     learner: Any  # the TensorFlow learner: DQNLearner | TD3Learner
 
-    def __init__(self, cfg: RunConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, setup: AlgoSetup) -> None:
+        self.setup = setup
         self.compressor: Any = None  # edge_rl.compress.compressor.Compressor, when enabled
         self._episodes_seen = 0  # fleet episodes whose return the compressor has seen
 
@@ -88,28 +110,22 @@ class Algo:
         """GST or iterative pruning of the policy network (the one deployed), when the
         config asks for it; before compile(), since the update reads the constraint when
         traced. The critics never leave the host and stay dense."""
-        if self.cfg.compression.method == "none":
+        if self.setup.compression.method == "none":
             return
         from edge_rl.compress.compressor import Compressor
 
         self.compressor = Compressor(
-            self.cfg.compression, self.policy_network, self.cfg.total_updates
+            self.setup.compression, self.policy_network, self.setup.total_updates
         )
         self.learner.constraint = self.compressor.constraint
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         raise NotImplementedError
 
-    def check(
-        self, exported: ExportedModel, model: Any, obs: np.ndarray
-    ) -> tuple[bool, dict[str, float]]:
-        """The export gate: ``exported`` in LiteRT against ``model`` on raw ``obs``;
-        whether it passes, and the figures it was judged on."""
-        return self.judge(*outputs(exported, model, obs))
-
     def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
-        """``check`` from the two models' outputs on the parity observations (LiteRT's and
-        the float network's, ``[n, out]`` each), however they were computed."""
+        """The export gate on the two models' outputs on the parity observations (LiteRT's
+        and the float network's, ``[n, out]`` each): whether it passes, and the figures it
+        was judged on."""
         raise NotImplementedError
 
     def stats(self) -> AlgoStats:
@@ -185,75 +201,3 @@ def load_learner_arrays(learner: Any, arrays: dict[str, np.ndarray]) -> None:
             if tuple(value.shape) != tuple(var.shape):
                 raise ValueError(f"{name}/{i}: shape {value.shape} saved, {var.shape} here")
             var.assign(value)
-
-
-class DQNAlgo(Algo):
-    output_kind = "q_values"
-
-    def __init__(self, cfg: RunConfig, spec: EnvSpec) -> None:
-        from edge_rl.agents.dqn.learning import DQNLearner
-
-        super().__init__(cfg)
-        self.learner = DQNLearner(spec, cfg.dqn, seed=cfg.seed)
-        # One call takes up to updates_per_call gradient steps, each on its own minibatch.
-        self.updates_per_call = cfg.dqn.updates_per_call
-        self.batch_size = cfg.dqn.batch_size * self.updates_per_call
-        self._compress()
-        self.learner.sync_target()  # the target starts from the (circulant) online weights
-
-    @property
-    def policy_network(self) -> Any:
-        return self.learner.q_network
-
-    def exploration(self, env_steps: int) -> dict[str, float]:
-        from edge_rl.agents.dqn.config import epsilon_at
-
-        return {"epsilon": epsilon_at(self.cfg.dqn, env_steps, self.cfg.total_env_steps)}
-
-    def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
-        r = q_report(lite, reference)
-        report = {"greedy_agreement": r.greedy_agreement, "max_abs_error": r.max_abs_error}
-        return r.greedy_agreement >= self.cfg.export.min_greedy_agreement, report
-
-
-class TD3Algo(Algo):
-    output_kind = "action"  # already inside the env's bounds
-
-    def __init__(self, cfg: RunConfig, spec: EnvSpec) -> None:
-        from edge_rl.agents.td3.learning import TD3Learner
-
-        super().__init__(cfg)
-        self.learner = TD3Learner(spec, cfg.td3, seed=cfg.seed)
-        # One call takes up to updates_per_call gradient steps, each on its own minibatch.
-        self.updates_per_call = cfg.td3.updates_per_call
-        self.batch_size = cfg.td3.batch_size * self.updates_per_call
-        self.half_range = (np.asarray(spec.action_high) - np.asarray(spec.action_low)) / 2
-        self._compress()
-        actor = self.learner.actor_network  # the target starts from the (circulant) weights
-        self.learner.actor_target.set_weights(actor.get_weights())
-
-    @property
-    def policy_network(self) -> Any:
-        return self.learner.actor_network
-
-    def exploration(self, env_steps: int) -> dict[str, float]:
-        return {"sigma": self.cfg.td3.exploration_sigma}
-
-    def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
-        e = self.cfg.export
-        r = action_report(lite, reference, self.half_range, e.action_error_quantile)
-        ok = r.passes(e.max_action_error, e.mean_action_error)
-        figures = {"max_action_error": r.max_error, "mean_action_error": r.mean_error}
-        if e.action_error_quantile < 1.0:
-            figures[f"q{e.action_error_quantile:g}_action_error"] = r.quantile_error
-        return ok, figures
-
-
-def make_algo(cfg: RunConfig, spec: EnvSpec) -> Algo:
-    if cfg.algo == "dqn":
-        if not spec.discrete:
-            raise ValueError(f"dqn needs a discrete action space; {cfg.env_id} has a Box")
-        return DQNAlgo(cfg, spec)
-    if spec.discrete:
-        raise ValueError(f"td3 needs a Box action space; {cfg.env_id} is discrete")
-    return TD3Algo(cfg, spec)

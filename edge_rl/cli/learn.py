@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from edge_rl.agents.registry import ALGORITHMS  # the table only: no TensorFlow
 from edge_rl.broker.embedded import BrokerError  # standard library only
 from edge_rl.cli.common import (
     AuthOptions,
@@ -93,7 +94,7 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-@click.command()
+@click.command(epilog=f"Algorithms (algo: in the config): {', '.join(ALGORITHMS)}.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--resume",

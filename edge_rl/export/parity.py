@@ -43,6 +43,28 @@ def parity_rows(obs: np.ndarray) -> np.ndarray:
 DenseStep = tuple[np.ndarray, np.ndarray | None, str]
 
 
+def check_exportable(model: keras.Model) -> tuple[DenseStep, ...]:
+    """``model``'s ``dense_stack``; ValueError naming what the export cannot take: a layer
+    that is not Dense, or an activation that is not one of ``ACTIVATIONS``."""
+    stack = dense_stack(model)
+    if stack is not None:
+        return stack
+    layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
+    for layer in layers:
+        if not isinstance(layer, keras.layers.Dense):
+            raise ValueError(
+                f"{model.name}: export needs a plain stack of Dense layers; "
+                f"{layer.name} is a {type(layer).__name__}"
+            )
+        activation = keras.activations.serialize(layer.activation)
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"{model.name}: export supports the activations {', '.join(ACTIVATIONS)}; "
+                f"{layer.name} uses {activation!r}"
+            )
+    raise ValueError(f"{model.name}: export needs at least one Dense layer")
+
+
 def dense_stack(model: keras.Model) -> tuple[DenseStep, ...] | None:
     """``model``'s layers as ``DenseStep``s, or None when it is not a plain Dense stack
     whose activations NumPy computes (``ACTIVATIONS``)."""

@@ -13,14 +13,15 @@ example the thread used ~15 ms of CPU per export over ~60-120 ms of wall
 (docs/benchmarks.md, pipeline). In the worker it waits for no one's GIL and holds none
 the updates need; the exporter thread only sends the network and reads the answer.
 
-What is computed is what ``export_policy`` and ``Algo.check`` compute on the calling
-thread: the fold and the calibration statistics (here, before the call), the template
-write, self-check and converter fallback (``DirectExporter``: the worker's own
-templates), LiteRT's outputs through ``TFLitePolicy.batch_at_once`` and the float
-network's in NumPy (``parity.stack_forward``, on one BLAS thread), on the same parity
-observations; the gate then judges those outputs unchanged. A network that is not a
-plain Dense stack (``parity.dense_stack`` is None) is not sent: the caller exports it
-itself. ``WorkerDied`` / ``TimeoutError`` as for any worker call.
+This is the learner's only route for an export: the template write, self-check and
+converter fallback (``DirectExporter``: the worker's own templates), LiteRT's outputs
+through ``TFLitePolicy.batch_at_once`` and the float network's in NumPy
+(``parity.stack_forward``, on one BLAS thread), on the parity observations; the gate then
+judges those outputs (``Algo.judge``). The fold and the calibration statistics are
+computed here, before the call. The network must be a plain Dense stack whose activations
+NumPy computes (``folded.ACTIVATIONS``): anything else is a ValueError, from
+``prepare_checked`` at set-up and from ``export_checked``, before anything reaches the
+worker. ``WorkerDied`` / ``TimeoutError`` as for any worker call.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from edge_rl.export import convert
 from edge_rl.export.blas import single_threaded
 from edge_rl.export.direct import DirectExporter
 from edge_rl.export.folded import FoldedPolicy, Structure, fold
-from edge_rl.export.parity import DenseStep, dense_stack, parity_rows, stack_forward
+from edge_rl.export.parity import DenseStep, check_exportable, parity_rows, stack_forward
 from edge_rl.export.regions import weight_regions
 from edge_rl.export.tflite import (
     PRECISIONS,
@@ -66,12 +67,11 @@ def export_checked(
     per_channel: bool,
     codec: str,
     worker: ExportWorker | None = None,
-) -> CheckedExport | None:
+) -> CheckedExport:
     """``model`` exported, run on ``parity_obs`` beside its float network, and packed, in
-    ``worker`` (the process-wide one by default); None for a network this cannot send."""
-    stack = dense_stack(model)
-    if stack is None:
-        return None
+    ``worker`` (the process-wide one by default); ValueError for a network the export
+    cannot take (``parity.check_exportable``)."""
+    stack = check_exportable(model)
     obs, mean, std = calibration(calibration_obs, precision)
     rows = parity_rows(parity_obs)
     policy = fold(model, mean, std)
@@ -82,9 +82,11 @@ def export_checked(
 def prepare_checked(
     model: keras.Model, precision: str, per_channel: bool, worker: ExportWorker | None = None
 ) -> bool:
-    """``tflite.prepare_template`` for the worker's templates: whether there is one."""
+    """``tflite.prepare_template`` for the worker's templates: whether there is one;
+    ValueError for a network the export cannot take (``parity.check_exportable``)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
+    check_exportable(model)
     policy, rows = template_rows(model)
     args = (policy.structure, rows, precision, bool(per_channel))
     return (worker or default_worker()).call(_prepare_here, *args)

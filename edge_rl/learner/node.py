@@ -15,7 +15,7 @@ threads:  transport --(Inbox: bounded queue)--> ingest: decode, validate, dedup,
 Each thread's wall time is split into buckets by its own LapClock (telemetry/breakdown.py).
 This module only wires the parts and runs the loop; each part says what it does, keeps
 its own checkpointed state (durable.py) and reports its own figures (summary.py).
-``node.algo`` is the algorithm adapter (agents/algo.py), ``node.algo.learner`` its
+``node.algo`` is the algorithm adapter (agents/<algo>/adapter.py), ``node.algo.learner`` its
 TensorFlow learner.
 """
 
@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edge_rl.agents.algo import make_algo
+from edge_rl.agents.algo import Algo, AlgoSetup, ParityGate
+from edge_rl.agents.registry import make_algo
 from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.export.worker import default_worker
@@ -61,6 +62,16 @@ from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import SYS_DROPPED, Topics
 
 log = logging.getLogger(__name__)
+
+
+def algo_for_run(cfg: RunConfig, spec: EnvSpec) -> Algo:
+    """The run's algorithm adapter, given only the sections of the config it needs."""
+    e = cfg.export
+    gate = ParityGate(
+        e.min_greedy_agreement, e.max_action_error, e.mean_action_error, e.action_error_quantile
+    )
+    setup = AlgoSetup(cfg.seed, cfg.total_env_steps, cfg.total_updates, gate, cfg.compression)
+    return make_algo(cfg.algo, getattr(cfg, cfg.algo), spec, setup)
 
 
 def ingest_for(
@@ -149,7 +160,7 @@ class LearnerNode:
         # Credit stops the fleet at the budget: no step is granted past it.
         self.inbox = Inbox(self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"])
         # replay -> updates -> export -> policy topic -> actors
-        self.algo = make_algo(cfg, self.spec)
+        self.algo = algo_for_run(cfg, self.spec)
         paid = cfg.updates_paid_by  # the updates a count of received transitions pays for
         self.trainer = Trainer(self.algo, self.replay, paid, lambda: self.env_steps, self.clocks)
         self.packager = PolicyPackager(cfg, self.spec, self.replay, run_dir, self.signer, rid)

@@ -25,7 +25,7 @@ import tensorflow as tf
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.agents.guards import all_finite
-from edge_rl.agents.minibatches import check_steps, compile_calls, split_minibatches
+from edge_rl.agents.minibatches import check_steps, compile_calls, mean_over_steps
 from edge_rl.specs import EnvSpec
 from edge_rl.types import ReplaySample
 
@@ -204,20 +204,9 @@ class DQNLearner:
         self, obs: T, action: T, reward: T, next_obs: T, terminated: T, steps: T
     ) -> tf.Tensor:
         """``steps`` gradient steps on the first minibatches; [mean loss, mean Q]."""
-        minibatches = split_minibatches(
-            (obs, action, reward, next_obs, terminated), self.config.updates_per_call
-        )
-        loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
-        # A tf.while_loop on a tensor condition (autograph): its trace does not grow with K,
-        # and XLA compiles it once for every step count (``for i in tf.range(steps)`` would
-        # compile again for each: XLA needs a Range's limit at compile time).
-        i = tf.constant(0)
-        while i < steps:
-            loss, mean_q = self._one_step(*(x[i] for x in minibatches))
-            loss_sum, q_sum = loss_sum + loss, q_sum + mean_q
-            i += 1
-        n = tf.cast(steps, tf.float32)
-        return tf.stack([loss_sum / n, q_sum / n])
+        batch = (obs, action, reward, next_obs, terminated)
+        loss, mean_q = mean_over_steps(self._one_step, batch, self.config.updates_per_call, steps)
+        return tf.stack([loss, mean_q])
 
     def _one_step(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tuple[T, T]:
         # y = r + gamma * (1 - terminated) * Q_target(s', argmax_a Q_online(s', a))

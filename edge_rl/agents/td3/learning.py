@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge_rl.agents.guards import all_finite
-from edge_rl.agents.minibatches import check_steps, compile_calls, split_minibatches
+from edge_rl.agents.minibatches import check_steps, compile_calls, mean_over_steps
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.networks import make_actor, make_critic
 from edge_rl.specs import EnvSpec
@@ -226,22 +226,9 @@ class TD3Learner:
 
     def _train_steps(self, obs: T, action: T, reward: T, next_obs: T, terminated: T, steps: T) -> T:
         """``steps`` gradient steps on the first minibatches; [mean loss, actor loss, mean Q1]."""
-        minibatches = split_minibatches(
-            (obs, action, reward, next_obs, terminated), self.config.updates_per_call
-        )
-        loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
-        # A tf.while_loop on a tensor condition (autograph): same updates/s as a Python loop
-        # unrolled at trace time, but its trace (and XLA compile) does not grow with K:
-        # ~3 s instead of ~25 s at K = 16 (benchmarks/td3_learner.py, docstring). Not
-        # ``for i in tf.range(steps)``: XLA needs a Range's limit at compile time, so that
-        # form compiles the whole update again for every step count a call asks for.
-        i = tf.constant(0)
-        while i < steps:
-            loss, mean_q = self._one_step(*(x[i] for x in minibatches))
-            loss_sum, q_sum = loss_sum + loss, q_sum + mean_q
-            i += 1
-        n = tf.cast(steps, tf.float32)
-        return tf.stack([loss_sum / n, self._actor_loss.read_value(), q_sum / n])
+        batch = (obs, action, reward, next_obs, terminated)
+        loss, mean_q = mean_over_steps(self._one_step, batch, self.config.updates_per_call, steps)
+        return tf.stack([loss, self._actor_loss.read_value(), mean_q])
 
     def _one_step(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tuple[T, T]:
         cfg = self.config

@@ -22,15 +22,16 @@ import numpy as np
 
 from edge_rl.agents.algo import Algo
 from edge_rl.config import RunConfig
+from edge_rl.export.parity import check_exportable
 from edge_rl.export.remote import export_checked, prepare_checked
-from edge_rl.export.tflite import ExportedModel, export_policy, start_export_worker
+from edge_rl.export.tflite import ExportedModel, start_export_worker
 from edge_rl.export.worker import CALL_TIMEOUT_S
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.logs import write_bytes_atomic, write_json_atomic
 from edge_rl.types import PartState, PolicyBundle, PolicyManifest
-from edge_rl.wire.policy import compress_model, decode_policy, encode_policy, manifest_to_dict
+from edge_rl.wire.policy import decode_policy, encode_policy, manifest_to_dict
 from edge_rl.wire.signing import Signer
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class Published:
     bundle: PolicyBundle
     payload: bytes  # the encoded bundle as sent
     model: bytes  # uncompressed .tflite
-    parity: dict[str, float]  # the algorithm's parity figures (Algo.check)
+    parity: dict[str, float]  # the algorithm's parity figures (Algo.judge)
     export_seconds: float
     # Network compression ratio of the exported snapshot (None without compression); set
     # by the learner, and carried along when reversion() redeploys these weights.
@@ -91,7 +92,10 @@ class PolicyPackager:
         """Convert ``network``'s template in the background once the worker is up, so that
         the first export (on the exporter thread, while training runs) writes into it
         instead of converting: 1-5 s of the exporter's time, and of the fleet's wait for
-        its first policy. A failure is logged; the first export then converts."""
+        its first policy. A failure is logged; the first export then converts. ValueError,
+        here and now, for a network the export cannot take (an activation it does not
+        support): the run stops at set-up rather than publishing nothing."""
+        check_exportable(network)
         warm_up, e = self._warm_up, self.cfg.export
 
         def run() -> None:
@@ -133,21 +137,14 @@ class PolicyPackager:
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
         cal, held_out = obs[:n_cal], obs[n_cal:]
         checked = export_checked(model, cal, held_out, e.precision, e.per_channel, e.codec)
-        if checked is None:  # not a plain Dense stack: exported and checked on this thread
-            exported = export_policy(model, cal, e.precision, per_channel=e.per_channel)
-            ok, parity = algo.check(exported, model, held_out)
-            packed = None
-        else:
-            exported, packed = checked.exported, checked.payload
-            ok, parity = algo.judge(checked.lite, checked.reference)
+        exported = checked.exported
+        ok, parity = algo.judge(checked.lite, checked.reference)
         if not ok:
             self.failed += 1
             log.warning("export v%d not published: parity check failed %s", version, parity)
             return None
         manifest = self._manifest(exported, version, learner_step, exploration, algo.output_kind)
-        if packed is None:
-            packed = _pack(exported.tflite, e.codec)
-        bundle = PolicyBundle(manifest, packed)
+        bundle = PolicyBundle(manifest, checked.payload)
         payload = encode_policy(bundle, self.signer)
         return Published(bundle, payload, exported.tflite, parity, time.perf_counter() - t0)
 
@@ -231,15 +228,6 @@ class PolicyPackager:
                 meta["compression"],
             )
         return found
-
-
-def _pack(tflite: bytes, codec: str) -> bytes:
-    regions = None
-    if codec == "blocks":  # where the weight matrices lie in the flatbuffer
-        from edge_rl.export.regions import weight_regions
-
-        regions = weight_regions(tflite)
-    return compress_model(tflite, codec, regions=regions)
 
 
 def policies_state(policies: Iterable[Published]) -> PartState:

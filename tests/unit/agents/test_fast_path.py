@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_rl.agents.algo import learner_arrays, make_algo
+from edge_rl.agents.algo import learner_arrays
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.learning import DQNLearner
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.learning import TD3Learner
 from edge_rl.config import RunConfig, load_run_config
+from edge_rl.learner.node import algo_for_run
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.trainer import Trainer
 from edge_rl.specs import EnvSpec
@@ -185,7 +186,7 @@ def test_the_trainer_pays_exactly_the_updates_owed(algo: str) -> None:
         dqn=dataclasses.replace(DQN, updates_per_call=16),
         td3=dataclasses.replace(TD3, updates_per_call=16),
     )
-    algo_ = make_algo(cfg, spec)
+    algo_ = algo_for_run(cfg, spec)
     replay = ReplayBuffer(spec, 1_000, seed=0)
     replay.add(*batch(spec, 200, seed=7))
     received = [0]

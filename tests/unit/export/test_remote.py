@@ -10,7 +10,13 @@ import pytest
 
 from edge_rl.agents.dqn.networks import make_q_network
 from edge_rl.agents.td3.networks import make_actor
-from edge_rl.export.parity import action_report, check_action_parity, check_q_parity, q_report
+from edge_rl.export.parity import (
+    action_report,
+    check_action_parity,
+    check_exportable,
+    check_q_parity,
+    q_report,
+)
 from edge_rl.export.parity import outputs as parity_outputs
 from edge_rl.export.remote import export_checked, prepare_checked
 from edge_rl.export.tflite import export_policy
@@ -63,14 +69,26 @@ def test_a_td3_actor_exports_and_checks_in_the_worker_as_here(worker) -> None:
     assert remote == check_action_parity(here, actor, held_out, half, 0.99)
 
 
-def test_a_network_numpy_cannot_run_is_not_sent(worker) -> None:
+def test_a_network_numpy_cannot_run_is_refused_and_not_sent(worker) -> None:
     model = keras.Sequential(
         [keras.Input(shape=(4,)), keras.layers.Dense(8, activation="elu"), keras.layers.Dense(2)]
     )
     starts = worker.starts
-    assert (
-        export_checked(model, _obs(50, 4, 0), _obs(20, 4, 1), "int8", True, "zlib", worker) is None
-    )
+    with pytest.raises(ValueError, match="activations linear, relu, tanh; dense.* uses 'elu'"):
+        export_checked(model, _obs(50, 4, 0), _obs(20, 4, 1), "int8", True, "zlib", worker)
+    with pytest.raises(ValueError, match="uses 'elu'"):  # at set-up, before the first export
+        prepare_checked(model, "int8", True, worker)
     assert worker.starts == starts
     with pytest.raises(ValueError, match="precision"):
         prepare_checked(model, "int4", True, worker)
+
+
+def test_a_layer_that_is_not_dense_is_refused_by_name() -> None:
+    model = keras.Sequential(
+        [keras.Input(shape=(4,)), keras.layers.Dense(8), keras.layers.Dropout(0.1, name="drop")],
+        name="net",
+    )
+    with pytest.raises(ValueError, match="net: export needs a plain stack of Dense layers; drop"):
+        check_exportable(model)
+    stack = check_exportable(make_q_network(4, 2, (8,), seed=0))
+    assert [activation for _, _, activation in stack] == ["relu", "linear"]

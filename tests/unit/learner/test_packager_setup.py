@@ -1,0 +1,28 @@
+"""The packager refuses, at set-up, a policy network the export cannot take: the run stops
+before training instead of failing every export after it."""
+
+from __future__ import annotations
+
+import keras
+import pytest
+
+from edge_rl.config import RunConfig
+from edge_rl.learner.outbound.packager import PolicyPackager
+from edge_rl.learner.replay import ReplayBuffer
+from edge_rl.learner.run_dir import RunDir
+from edge_rl.specs import EnvSpec
+from edge_rl.wire.signing import Signer
+
+CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
+
+
+def test_an_activation_the_export_cannot_run_is_refused_at_prepare(tmp_path) -> None:
+    cfg = RunConfig(env_id="CartPole-v1")
+    replay = ReplayBuffer(CARTPOLE, 100, seed=0)
+    packager = PolicyPackager(cfg, CARTPOLE, replay, RunDir(tmp_path), Signer.generate())
+    network = keras.Sequential(
+        [keras.Input(shape=(4,)), keras.layers.Dense(8, activation="gelu", name="h")],
+        name="q_network",
+    )
+    with pytest.raises(ValueError, match="q_network: export supports the activations .* 'gelu'"):
+        packager.prepare(network)
