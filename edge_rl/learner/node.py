@@ -44,7 +44,7 @@ from edge_rl.learner.ingest.plausible import bounds_for_env
 from edge_rl.learner.metrics import METRICS, Meter
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.exporter import Exporter
-from edge_rl.learner.outbound.packager import PolicyPackager
+from edge_rl.learner.outbound.packager import PolicyPackager, Stamp
 from edge_rl.learner.outbound.selection import ModelSelection, evaluate_policy
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
@@ -163,7 +163,16 @@ class LearnerNode:
         self.algo = algo_for_run(cfg, self.spec)
         paid = cfg.updates_paid_by  # the updates a count of received transitions pays for
         self.trainer = Trainer(self.algo, self.replay, paid, lambda: self.env_steps, self.clocks)
-        self.packager = PolicyPackager(cfg, self.spec, self.replay, run_dir, self.signer, rid)
+        self.packager = PolicyPackager(
+            cfg.export,
+            Stamp(cfg.algo, cfg.env_id, cfg.run, rid),
+            self.spec,
+            self.replay,
+            run_dir,
+            self.signer,
+            seed=cfg.seed,
+            max_packet_bytes=cfg.transport.max_packet_bytes,
+        )
         self.packager.prepare(self.algo.policy_network)  # its template, while we set up
         self.broadcast = PolicyBroadcast(topics, publish, self.packager, cfg.transport)
         self.selection = ModelSelection(

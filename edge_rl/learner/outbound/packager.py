@@ -1,6 +1,6 @@
 """Export the policy network to TFLite, check it in LiteRT, and make a signed policy bundle.
 
-    packager = PolicyPackager(cfg, spec, replay, run_dir, signer, run_id)
+    packager = PolicyPackager(cfg.export, Stamp(algo, env_id, run, run_id), spec, replay, ...)
     published = packager.export(algo, snapshot(net), version, step, exploration)
     packager.save(published)      # policy.tflite, manifest.json and policy.bundle
 
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from edge_rl.agents.algo import Algo
-from edge_rl.config import RunConfig
+from edge_rl.config import ExportConfig
 from edge_rl.export.parity import check_exportable
 from edge_rl.export.remote import export_checked, prepare_checked
 from edge_rl.export.tflite import ExportedModel, start_export_worker
@@ -35,6 +35,17 @@ from edge_rl.wire.policy import decode_policy, encode_policy, manifest_to_dict
 from edge_rl.wire.signing import Signer
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Whose policy a manifest carries: the run's algorithm, env, name and the run id of
+    this start of the run (protocol §5)."""
+
+    algo: str
+    env_id: str
+    run: str
+    run_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,20 +82,24 @@ def version_of(published: Published) -> int:
 class PolicyPackager:
     def __init__(
         self,
-        cfg: RunConfig,
+        export: ExportConfig,
+        stamp: Stamp,
         spec: EnvSpec,
         replay: ReplayBuffer,
         run_dir: RunDir,
         signer: Signer,
-        run_id: str = "",
+        *,
+        seed: int = 0,
+        max_packet_bytes: int = 2_000_000,  # the largest bundle a reopened checkpoint holds
     ) -> None:
-        self.cfg = cfg
+        self.export_cfg = export
+        self.stamp = stamp
+        self.max_packet_bytes = max_packet_bytes
         self.spec = spec
         self.replay = replay
         self.run_dir = run_dir
-        self.run_id = run_id  # this start of the run (protocol §5): in every manifest
         self.signer = signer  # every bundle is signed (docs/protocol.md §4)
-        self.rng = np.random.default_rng(cfg.seed + 1)
+        self.rng = np.random.default_rng(seed + 1)
         self.failed = 0
         self._warm_up = start_export_worker()  # conversions run in a child process: start it
 
@@ -96,7 +111,7 @@ class PolicyPackager:
         here and now, for a network the export cannot take (an activation it does not
         support): the run stops at set-up rather than publishing nothing."""
         check_exportable(network)
-        warm_up, e = self._warm_up, self.cfg.export
+        warm_up, e = self._warm_up, self.export_cfg
 
         def run() -> None:
             warm_up.join(CALL_TIMEOUT_S)  # the worker bounds its own calls too
@@ -131,7 +146,7 @@ class PolicyPackager:
         """Export ``model`` (a snapshot of the policy network, see ``snapshot``) and check it
         in LiteRT against the same snapshot; the bundle, or None when the check fails."""
         t0 = time.perf_counter()
-        e = self.cfg.export
+        e = self.export_cfg
         # Calibration and parity observations are disjoint draws from replay.
         obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
@@ -158,8 +173,8 @@ class PolicyPackager:
     ) -> PolicyManifest:
         return PolicyManifest(
             policy_version=version,
-            algo=self.cfg.algo,
-            env_id=self.cfg.env_id,
+            algo=self.stamp.algo,
+            env_id=self.stamp.env_id,
             env_spec=self.spec,
             precision=exported.precision,
             input_quant=exported.input_quant,
@@ -170,10 +185,10 @@ class PolicyPackager:
             learner_step=step,
             model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
             model_size=len(exported.tflite),
-            codec=self.cfg.export.codec,
+            codec=self.export_cfg.codec,
             output_kind=output_kind,
-            run=self.cfg.run,
-            run_id=self.run_id,
+            run=self.stamp.run,
+            run_id=self.stamp.run_id,
             created_unix=time.time(),
         )
 
@@ -214,7 +229,7 @@ class PolicyPackager:
     def reopen(self, saved: PartState) -> dict[int, Published]:
         """The policies of ``policies_state``, by version, each bundle verified with the
         run's key as it was sent; ``CodecError`` for one another key signed."""
-        max_bytes = self.cfg.transport.max_packet_bytes
+        max_bytes = self.max_packet_bytes
         found = {}
         for v, meta in saved.json.items():
             payload = saved.blobs[f"v{v}.bundle"]

@@ -7,7 +7,7 @@ import keras
 import pytest
 
 from edge_rl.config import RunConfig
-from edge_rl.learner.outbound.packager import PolicyPackager
+from edge_rl.learner.outbound.packager import PolicyPackager, Stamp
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.specs import EnvSpec
@@ -19,7 +19,10 @@ CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 def test_an_activation_the_export_cannot_run_is_refused_at_prepare(tmp_path) -> None:
     cfg = RunConfig(env_id="CartPole-v1")
     replay = ReplayBuffer(CARTPOLE, 100, seed=0)
-    packager = PolicyPackager(cfg, CARTPOLE, replay, RunDir(tmp_path), Signer.generate())
+    stamp = Stamp(cfg.algo, cfg.env_id, cfg.run)
+    packager = PolicyPackager(
+        cfg.export, stamp, CARTPOLE, replay, RunDir(tmp_path), Signer.generate()
+    )
     network = keras.Sequential(
         [keras.Input(shape=(4,)), keras.layers.Dense(8, activation="gelu", name="h")],
         name="q_network",
