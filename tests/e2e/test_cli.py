@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.harness.paths import REPO
 from tests.harness.procs import alive, children, survivors
+from tests.harness.waits import wait_for
 
 ROOT = REPO
 
@@ -96,13 +96,13 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
     )
     kids: list[int] = []
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
+
+        def stepping() -> bool:
             metrics = run / "metrics.csv"
             rows = metrics.read_text().splitlines()[1:] if metrics.exists() else []
-            if rows and int(rows[-1].split(",")[1]) > 0:  # env_steps: actors are stepping
-                break
-            time.sleep(0.5)
+            return bool(rows) and int(rows[-1].split(",")[1]) > 0  # env_steps
+
+        wait_for(lambda: proc.poll() is not None or stepping(), 120, "the actors stepping", 0.5)
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         kids = children(proc.pid)
         assert len(kids) >= 3, kids  # two actors and the broker

@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from tests.harness.fault_run import write_board
 from tests.harness.faults import CONFIG
 from tests.harness.paths import REPO
 from tests.harness.procs import alive
+from tests.harness.waits import bound, until
 
 SCRIPT = REPO / "scripts" / "cluster"
 NAMES = ("a", "b", "c")
@@ -112,9 +112,7 @@ class Cluster:
         # scripts/cluster started it in a session of its own: init reaps it, not us, and a
         # container's init may never do so. A zombie counts as gone, so the fault's timing
         # (restart at 60 %) does not wait out the bound.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and alive(pid):
-            time.sleep(0.05)
+        until(lambda: not alive(pid), bound(10))
         (self.dir / f"node-{name}.pid").unlink()
 
     def restart(self, name: str) -> None:

@@ -24,6 +24,7 @@ from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.sim.fleet import Fleet
 from edge_rl.wire.signing import Signer
 from tests.harness.faults import ACTORS, CONFIG, DONE, ENV, RUN, Fault, Harness
+from tests.harness.waits import until
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,7 @@ def run_fault(
 
 def _wait_exit(h: Harness, deadline: float) -> bool:
     assert h.learner is not None
-    while h.learner.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
+    until(lambda: h.learner.poll() is not None, deadline - time.monotonic(), step=0.5)
     if h.learner.poll() is None:
         h.log("TIMEOUT: the learner did not finish; stopped (SIGTERM)")
         return False

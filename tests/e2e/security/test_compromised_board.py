@@ -21,10 +21,9 @@ import uuid
 import numpy as np
 import pytest
 
-from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
-from edge_rl.config import CheckpointConfig, ExportConfig, FleetConfig, IngestConfig, RunConfig
+from edge_rl.config import CheckpointConfig, FleetConfig, IngestConfig, RunConfig
 from edge_rl.learner.credit import Grants
 from edge_rl.learner.fleet_control import FleetControl
 from edge_rl.learner.ingest.dedup import Dedup
@@ -41,6 +40,7 @@ from edge_rl.wire.messages import encode_status
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
 from tests.harness.attackers import MAX_SEQ, CompromisedBoard, cartpole_batch
+from tests.harness.configs import small_cartpole
 from tests.harness.paths import REPO
 from tests.harness.stalls import longest_flat_s
 
@@ -290,21 +290,13 @@ BUDGET = 3_000
 
 
 def real_config(run: str) -> RunConfig:
-    return RunConfig(
-        env_id="CartPole-v1",
-        run=run,
+    # One step per call: the attack fires in the call that starts at update 10.
+    return small_cartpole(
+        run,
         total_env_steps=BUDGET,
-        learning_starts=300,
-        replay_ratio=0.25,
-        max_lag_transitions=500,
+        dqn={"updates_per_call": 1},
         eval_episodes=2,
         select_every=0,
-        # One step per call: the attack fires in the call that starts at update 10.
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32, updates_per_call=1),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
-        ),
         checkpoint=CheckpointConfig(every_s=0),
     )
 

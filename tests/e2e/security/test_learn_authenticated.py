@@ -8,28 +8,32 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from edge_rl.transport.address import parse_broker_address
 from tests.harness.paths import REPO
+from tests.harness.waits import bound, until
 
 CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 LINE = re.compile(r"embedded mosquitto broker on (mqtt://\S+) \(authenticated, config (\S+)\)")
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """``predicate()``'s first true value, while ``proc`` (edge-rl learn) runs."""
+    value = None
+
+    def found() -> bool:
+        nonlocal value
         value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            pytest.fail(f"edge-rl learn exited ({proc.returncode}) before {what}")
-        time.sleep(0.1)
-    pytest.fail(f"no {what} within {timeout} s")
+        return bool(value) or proc.poll() is not None
+
+    if not until(found, bound(timeout), step=0.1):
+        pytest.fail(f"no {what} within {bound(timeout):.0f} s")
+    if not value:
+        pytest.fail(f"edge-rl learn exited ({proc.returncode}) before {what}")
+    return value
 
 
 def config_value(conf: str, key: str) -> str:

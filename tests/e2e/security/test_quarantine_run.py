@@ -19,13 +19,10 @@ import uuid
 
 import pytest
 
-from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import (
     CheckpointConfig,
-    ExportConfig,
-    FleetConfig,
     QuarantineConfig,
     RunConfig,
 )
@@ -34,6 +31,7 @@ from edge_rl.sim.fleet import Fleet
 from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.wire.topics import Topics
 from tests.harness.attackers import PerfectBoard
+from tests.harness.configs import small_cartpole
 
 HONEST = ("sim-00", "sim-01", "sim-02")
 OUTLIER = "outlier"
@@ -44,23 +42,18 @@ BUDGET = 10_000
 
 
 def real_config(run: str) -> RunConfig:
-    return RunConfig(
-        env_id="CartPole-v1",
-        run=run,
+    return small_cartpole(
+        run,
         total_env_steps=BUDGET,
         learning_starts=500,
-        replay_ratio=0.25,
         max_lag_transitions=600,
-        eval_episodes=2,
-        select_every=0,
         # Barely learning: the honest fleet's returns stay near a random policy's ~20 all
         # run. At the default rate its median reached 40-80 within the budget on a quiet
         # host, and the outlier's 200 no longer stood out (z 2.2).
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32, learning_rate=1e-5),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=100, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
-        ),
+        dqn={"learning_rate": 1e-5},
+        every_updates=100,
+        eval_episodes=2,
+        select_every=0,
         checkpoint=CheckpointConfig(every_s=0),
         # 3 of its 200-step episodes judge it.
         quarantine=QuarantineConfig(min_episodes=3),

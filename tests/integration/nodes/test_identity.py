@@ -11,11 +11,10 @@ import uuid
 import pytest
 
 from edge_rl.actor.run_control import RunControl
-from edge_rl.agents.dqn.config import DQNConfig
-from edge_rl.config import ExportConfig, FleetConfig, RunConfig
 from edge_rl.learner.identity import Identities
 from edge_rl.types import ControlMessage, CreditGrant
 from edge_rl.wire.messages import encode_control, encode_credit
+from tests.harness.configs import small_cartpole
 
 ME = 4242
 
@@ -126,21 +125,17 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
     from edge_rl.transport.mqtt import mqtt_connect
 
     run = f"dup-{uuid.uuid4().hex[:8]}"
-    cfg = RunConfig(
-        env_id="CartPole-v1",
-        run=run,
+    cfg = small_cartpole(
+        run,
         total_env_steps=2_000,
         learning_starts=200,
-        replay_ratio=0.25,
         max_lag_transitions=200,
+        hidden=(16, 16),
+        every_updates=100,
+        sample=50,
         eval_episodes=2,
         select_every=2,
         select_episodes=2,
-        dqn=DQNConfig(hidden=(16, 16), batch_size=32),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=100, calibration_size=50, parity_size=50, min_greedy_agreement=0.0
-        ),
     )
     accounts = BrokerAccounts(actors=("sim-00",), root=cfg.transport.root, run=run)
     signer, public_key = policy_keys
