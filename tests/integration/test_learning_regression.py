@@ -18,7 +18,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from edge_rl.actor.exploration import epsilon_greedy, gaussian
 from edge_rl.agents.dqn.config import DQNConfig, epsilon_at, learning_rate_at
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.export.parity import check_action_parity, check_q_parity
@@ -27,6 +26,7 @@ from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.runtime.evaluate import evaluate
 from edge_rl.specs import EnvSpec
 from edge_rl.types import ReplaySample
+from tests.harness.exploration import epsilon_greedy, gaussian
 
 slow = pytest.mark.slow
 DQN_MIN_AGREEMENT = 0.8  # examples/cartpole_dqn.yaml's export.min_greedy_agreement
