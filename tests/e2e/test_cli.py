@@ -6,10 +6,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
+from tests.harness.learn import learn_argv
 from tests.harness.paths import REPO
 from tests.harness.procs import alive, children, survivors
 from tests.harness.waits import wait_for
@@ -70,15 +70,9 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
     learner checkpoints, stops the fleet, and writes its summary with every actor stopped."""
     run = tmp_path / "run"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "edge_rl.cli",
-            "learn",
-            "--config",
+        learn_argv(
             "examples/cartpole_dqn.yaml",
-            "--out",
-            str(run),
+            run,
             "--fleet",
             "2",
             "--board",
@@ -87,7 +81,7 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
             "total_env_steps=10000000",
             "--set",
             "dqn.hidden=[32, 32]",
-        ],
+        ),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

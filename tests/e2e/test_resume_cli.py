@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.learn import learn_argv
 from tests.harness.paths import REPO
 from tests.harness.procs import alive, children, survivors
 from tests.harness.waits import bound, exit_code, wait_for
@@ -85,17 +86,7 @@ def test_kill_9_then_resume_ends_at_the_budget_with_versions_going_on(
     tmp_path, mosquitto_available, setpriv_available, cli
 ):
     run = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        "examples/cartpole_dqn.yaml",
-        "--out",
-        str(run),
-        *SHORT,
-    ]
+    argv = learn_argv("examples/cartpole_dqn.yaml", run, *SHORT)
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     kids: list[int] = []
     try:
@@ -149,21 +140,7 @@ def test_boards_that_keep_running_see_the_learner_come_back(
     resumed learner's policies (new versions) and serve its result after its budget."""
     run, url = tmp_path / "run", fresh_mosquitto.url
     flags = [x for x in SHORT if x not in ("--fleet", "2", "--board", "rpi5")]
-    argv = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        "examples/cartpole_dqn.yaml",
-        "--out",
-        str(run),
-        "--broker",
-        url,
-        "--fleet",
-        "0",
-        *flags,
-    ]
+    argv = learn_argv("examples/cartpole_dqn.yaml", run, "--broker", url, "--fleet", "0", *flags)
     learner = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     fleet = None
     try:

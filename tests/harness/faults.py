@@ -33,6 +33,17 @@ from edge_rl.wire.topics import Topics
 from tests.harness.paths import REPO
 from tests.harness.waits import bound, until
 
+# A tiny CartPole learner: what the fault and cluster runs train through their faults.
+CHEAP = (
+    "dqn.hidden=[32, 32]",
+    "export.min_greedy_agreement=0",
+    "select_every=0",
+    "select_recheck=0",
+    "eval_episodes=2",
+    "export.calibration_size=50",
+    "export.parity_size=50",
+)
+
 CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 ENV, RUN, ACTORS = "CartPole-v1", "cartpole", 4
 DONE = re.compile(r"actor (\S+) done: (\d+) env steps, (\d+) transitions sent, (\d+) dropped")

@@ -27,9 +27,8 @@ from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import RunConfig
 from edge_rl.learner.node import LearnerNode
-from edge_rl.sim.fleet import Fleet
 from edge_rl.specs import EnvSpec
-from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
+from edge_rl.transport.mqtt import MqttTransport
 from edge_rl.types import (
     ActorStatus,
     ControlMessage,
@@ -45,6 +44,7 @@ from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import decode_transitions, encode_transitions
 from tests.harness.cartpole_policies import cartpole_manifest
 from tests.harness.configs import small_cartpole
+from tests.harness.runs import fleet_and_learner
 
 pytestmark = pytest.mark.slow
 
@@ -173,27 +173,10 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
     topics = Topics(cfg.transport.root, run)
     accounts = BrokerAccounts(actors=(*HONEST, INTRUDER), root=cfg.transport.root, run=run)
     board = fast_board
-    signer, public_key = policy_keys
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
         assert broker.authenticated
         assert anonymous_refused(broker, wait_for)
-        fleet = Fleet(
-            2,
-            board,
-            broker.url,
-            cfg.env_id,
-            policy_key=public_key,
-            run=run,
-            log_dir=tmp_path / "fleet",
-            auth=broker.auth,
-        )
-        node = LearnerNode(
-            cfg,
-            mqtt_connect(broker.url, broker.auth("learner")),
-            tmp_path / "run",
-            signer=signer,
-            fleet_alive=fleet.alive,
-        )
+        fleet, node = fleet_and_learner(cfg, broker, 2, board, policy_keys, tmp_path)
         evil = MqttTransport(broker.url, f"actor-{INTRUDER}", auth=broker.auth(INTRUDER))
         evil.start()
         assert evil.wait_connected(15)

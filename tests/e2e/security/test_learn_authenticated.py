@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from edge_rl.transport.address import parse_broker_address
+from tests.harness.learn import learn_argv
 from tests.harness.paths import REPO
 from tests.harness.waits import bound, until
 
@@ -60,19 +60,7 @@ def test_default_run_is_authenticated_and_completes(
     tmp_path, mosquitto_available, tiny_learn, clients
 ) -> None:
     run = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        str(CONFIG),
-        "--out",
-        str(run),
-        *tiny_learn("dqn"),
-        "--set",
-        "run=auth-smoke",
-    ]
+    cmd = learn_argv(CONFIG, run, *tiny_learn("dqn"), "--set", "run=auth-smoke")
     out = open(tmp_path / "stdout", "w")  # noqa: SIM115 - files, not pipes: no pipe fills up
     err = open(tmp_path / "stderr", "w")  # noqa: SIM115
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=err)

@@ -26,12 +26,10 @@ from edge_rl.config import (
     QuarantineConfig,
     RunConfig,
 )
-from edge_rl.learner.node import LearnerNode
-from edge_rl.sim.fleet import Fleet
-from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.wire.topics import Topics
 from tests.harness.attackers import PerfectBoard
 from tests.harness.configs import small_cartpole
+from tests.harness.runs import fleet_and_learner
 
 HONEST = ("sim-00", "sim-01", "sim-02")
 OUTLIER = "outlier"
@@ -67,28 +65,11 @@ def test_an_outlying_board_is_quarantined_its_rows_evicted_and_the_run_finishes(
     tmp_path, policy_keys, fast_board, wait_for
 ):
     cfg = real_config(f"q-{uuid.uuid4().hex[:8]}")
-    signer, public_key = policy_keys
     topics = Topics(cfg.transport.root, cfg.run)
     accounts = BrokerAccounts(actors=(*HONEST, OUTLIER), root=cfg.transport.root, run=cfg.run)
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
         assert broker.authenticated
-        fleet = Fleet(
-            len(HONEST),
-            fast_board,
-            broker.url,
-            cfg.env_id,
-            policy_key=public_key,
-            run=cfg.run,
-            log_dir=tmp_path / "fleet",
-            auth=broker.auth,
-        )
-        node = LearnerNode(
-            cfg,
-            mqtt_connect(broker.url, broker.auth("learner")),
-            tmp_path / "run",
-            signer=signer,
-            fleet_alive=fleet.alive,
-        )
+        fleet, node = fleet_and_learner(cfg, broker, len(HONEST), fast_board, policy_keys, tmp_path)
         board = PerfectBoard(
             broker.url, broker.auth(OUTLIER), topics, node.run_id, OUTLIER, EPISODE
         )

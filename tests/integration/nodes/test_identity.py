@@ -15,6 +15,7 @@ from edge_rl.learner.identity import Identities
 from edge_rl.types import ControlMessage, CreditGrant
 from edge_rl.wire.messages import encode_control, encode_credit
 from tests.harness.configs import small_cartpole
+from tests.harness.runs import fleet_and_learner
 
 ME = 4242
 
@@ -120,9 +121,6 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
     second one is refused, says why, and exits with status 3; the run finishes."""
     from edge_rl.broker.config import BrokerAccounts
     from edge_rl.broker.embedded import EmbeddedBroker
-    from edge_rl.learner.node import LearnerNode
-    from edge_rl.sim.fleet import Fleet
-    from edge_rl.transport.mqtt import mqtt_connect
 
     run = f"dup-{uuid.uuid4().hex[:8]}"
     cfg = small_cartpole(
@@ -138,25 +136,9 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
         select_episodes=2,
     )
     accounts = BrokerAccounts(actors=("sim-00",), root=cfg.transport.root, run=run)
-    signer, public_key = policy_keys
+    _signer, public_key = policy_keys
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
-        fleet = Fleet(
-            1,
-            fast_board,
-            broker.url,
-            cfg.env_id,
-            policy_key=public_key,
-            run=run,
-            log_dir=tmp_path / "fleet",
-            auth=broker.auth,
-        )
-        node = LearnerNode(
-            cfg,
-            mqtt_connect(broker.url, broker.auth("learner")),
-            tmp_path / "run",
-            signer=signer,
-            fleet_alive=fleet.alive,
-        )
+        fleet, node = fleet_and_learner(cfg, broker, 1, fast_board, policy_keys, tmp_path)
         password = broker.auth("sim-00").password_file  # the board's own: the same login
         second = None
 
