@@ -7,34 +7,6 @@ import numpy as np
 from edge_rl.specs import EnvSpec
 
 
-def random_action(spec: EnvSpec, rng: np.random.Generator) -> np.ndarray:
-    """Uniform over the action space (used until the first policy arrives)."""
-    if spec.discrete:
-        return np.int64(rng.integers(spec.num_actions))
-    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
-    return rng.uniform(low, high).astype(np.float32).reshape(spec.action_shape)
-
-
-def epsilon_greedy(q_values: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.int64:
-    """With probability ``epsilon`` a uniform action, else ``argmax_a Q(s, a)``."""
-    if rng.random() < epsilon:
-        return np.int64(rng.integers(q_values.shape[-1]))
-    return np.int64(np.argmax(q_values))
-
-
-def gaussian(
-    action: np.ndarray, sigma: float, spec: EnvSpec, rng: np.random.Generator
-) -> np.ndarray:
-    """``clip(a + N(0, (sigma * half_range)^2), low, high)``: TD3's exploration noise.
-
-    ``sigma`` is a fraction of the action half-range, so one value fits every env.
-    """
-    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
-    a = np.asarray(action, np.float32).reshape(-1)
-    noisy = a + rng.normal(0.0, sigma, a.shape).astype(np.float32) * (high - low) / 2
-    return np.clip(noisy, low, high).reshape(spec.action_shape)
-
-
 def greedy(out: np.ndarray, spec: EnvSpec) -> np.ndarray:
     """The model's own choice, no exploration: argmax of the Q-values (the lowest index on
     a tie), or the action clipped to the bounds in float32 (what a served board acts on)."""
@@ -53,10 +25,11 @@ class Explorer:
             action = explorer.act(out, i)          # ``out``: the model's output for step i
 
     ``plan`` draws what the next ``n`` steps need with one call to the RNG; ``act`` is then
-    a list lookup (and an ``argmax``, or ``clip(a + noise)``) per step. The actions
-    follow the distributions of ``epsilon_greedy``, ``gaussian`` and ``random_action``; only
-    the order in which the RNG's numbers are used differs. Without a policy every action
-    is uniform random, as ``random_action``.
+    a list lookup (and an ``argmax``, or ``clip(a + noise)``) per step. The actions follow
+    epsilon-greedy (a uniform action with probability ``epsilon``, else ``argmax_a Q(s, a)``)
+    and TD3's noise (``clip(a + N(0, (sigma * half_range)^2), low, high)``: ``sigma`` is a
+    fraction of the action half-range, so one value fits every env); without a policy every
+    action is uniform over the action space.
     """
 
     def __init__(self, spec: EnvSpec, rng: np.random.Generator) -> None:

@@ -6,13 +6,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
+from tests.harness.learn import learn_argv
 from tests.harness.paths import REPO
 from tests.harness.procs import alive, children, survivors
+from tests.harness.waits import wait_for
 
 ROOT = REPO
 
@@ -70,15 +70,9 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
     learner checkpoints, stops the fleet, and writes its summary with every actor stopped."""
     run = tmp_path / "run"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "edge_rl.cli",
-            "learn",
-            "--config",
+        learn_argv(
             "examples/cartpole_dqn.yaml",
-            "--out",
-            str(run),
+            run,
             "--fleet",
             "2",
             "--board",
@@ -87,7 +81,7 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
             "total_env_steps=10000000",
             "--set",
             "dqn.hidden=[32, 32]",
-        ],
+        ),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -96,13 +90,13 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
     )
     kids: list[int] = []
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
+
+        def stepping() -> bool:
             metrics = run / "metrics.csv"
             rows = metrics.read_text().splitlines()[1:] if metrics.exists() else []
-            if rows and int(rows[-1].split(",")[1]) > 0:  # env_steps: actors are stepping
-                break
-            time.sleep(0.5)
+            return bool(rows) and int(rows[-1].split(",")[1]) > 0  # env_steps
+
+        wait_for(lambda: proc.poll() is not None or stepping(), 120, "the actors stepping", 0.5)
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         kids = children(proc.pid)
         assert len(kids) >= 3, kids  # two actors and the broker

@@ -20,18 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.fault_run import Row, run_fault
-from tests.harness.faults import ACTORS, FAULTS, Fault, Harness, actor_sigstop, unknown_actor
+from tests.harness.faults import ACTORS, CHEAP, FAULTS, Fault, Harness, actor_sigstop, unknown_actor
 
 STEPS = 4_000
-CHEAP = [
-    "dqn.hidden=[32, 32]",
-    "export.min_greedy_agreement=0",
-    "select_every=0",
-    "select_recheck=0",
-    "eval_episodes=2",
-    "export.calibration_size=50",
-    "export.parity_size=50",
-]
 RUN_TIMEOUT_S = 200  # a run that has not finished by then has stalled
 
 
@@ -42,7 +33,7 @@ def shortened(name: str, **inject_kw) -> Fault:
 
 
 def run(tmp_path: Path, fault: Fault, settings: list[str] | None = None, steps: int = STEPS) -> Row:
-    row = run_fault(fault, tmp_path, steps, CHEAP + (settings or []), RUN_TIMEOUT_S)
+    row = run_fault(fault, tmp_path, steps, [*CHEAP, *(settings or [])], RUN_TIMEOUT_S)
     events = "\n".join(row.events)
     assert row.finished, f"the run did not finish by itself:\n{events}"
     assert row.summary["env_steps"] == steps, events

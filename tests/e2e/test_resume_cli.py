@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.learn import learn_argv
 from tests.harness.paths import REPO
 from tests.harness.procs import alive, children, survivors
+from tests.harness.waits import bound, exit_code, wait_for
 
 ROOT = REPO
 BUDGET = 5_000
@@ -62,6 +64,19 @@ def _header(run: Path) -> dict | None:
         return None
 
 
+def _checkpointed(run: Path, learner: subprocess.Popen) -> None:
+    """Until the learner has checkpointed 1,600 env steps and a policy (or has exited)."""
+
+    def saved() -> bool:
+        header = _header(run)
+        return learner.poll() is not None or bool(
+            header and header["env_steps"] >= 1_600 and header["policy_version"] >= 1
+        )
+
+    wait_for(saved, 180, "a checkpoint past 1,600 env steps with a policy")
+    assert learner.poll() is None, learner.stderr.read().decode()[-3000:]
+
+
 def _versions(run: Path) -> list[int]:
     return [json.loads(line)["policy_version"] for line in open(run / "publishes.jsonl")]
 
@@ -71,31 +86,15 @@ def test_kill_9_then_resume_ends_at_the_budget_with_versions_going_on(
     tmp_path, mosquitto_available, setpriv_available, cli
 ):
     run = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        "examples/cartpole_dqn.yaml",
-        "--out",
-        str(run),
-        *SHORT,
-    ]
+    argv = learn_argv("examples/cartpole_dqn.yaml", run, *SHORT)
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     kids: list[int] = []
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None:
-            header = _header(run)
-            if header and header["env_steps"] >= 1_600 and header["policy_version"] >= 1:
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        _checkpointed(run, proc)
         kids = children(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)  # by PID: the learner only
-        proc.wait(timeout=30)
-        left = survivors(kids, within_s=30)  # the broker and actors follow (pdeathsig)
+        exit_code(proc, 30, "the learner after kill -9")
+        left = survivors(kids, within_s=bound(30))  # the broker and actors follow (pdeathsig)
         assert not left, left
     finally:
         if proc.poll() is None:
@@ -141,27 +140,15 @@ def test_boards_that_keep_running_see_the_learner_come_back(
     resumed learner's policies (new versions) and serve its result after its budget."""
     run, url = tmp_path / "run", fresh_mosquitto.url
     flags = [x for x in SHORT if x not in ("--fleet", "2", "--board", "rpi5")]
-    argv = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        "examples/cartpole_dqn.yaml",
-        "--out",
-        str(run),
-        "--broker",
-        url,
-        "--fleet",
-        "0",
-        *flags,
-    ]
+    argv = learn_argv("examples/cartpole_dqn.yaml", run, "--broker", url, "--fleet", "0", *flags)
     learner = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     fleet = None
     try:
-        deadline = time.monotonic() + 120
-        while not (run / "signing.pub").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(
+            lambda: (run / "signing.pub").exists() or learner.poll() is not None,
+            120,
+            "the learner's signing.pub",
+        )
         fleet = subprocess.Popen(
             [
                 sys.executable,
@@ -188,16 +175,10 @@ def test_boards_that_keep_running_see_the_learner_come_back(
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and learner.poll() is None:
-            header = _header(run)
-            if header and header["env_steps"] >= 1_600 and header["policy_version"] >= 1:
-                break
-            time.sleep(0.2)
-        assert learner.poll() is None, learner.stderr.read().decode()[-3000:]
+        _checkpointed(run, learner)
         os.kill(learner.pid, signal.SIGKILL)
-        learner.wait(timeout=30)
-        time.sleep(1.0)
+        exit_code(learner, 30, "the learner after kill -9")
+        time.sleep(1.0)  # the scenario: a while with no learner, which ends no board
         assert fleet.poll() is None  # the boards go on without their learner
         versions = _versions(run)
 
@@ -210,7 +191,7 @@ def test_boards_that_keep_running_see_the_learner_come_back(
         assert all(b > a for a, b in zip(after, after[1:], strict=False)), after
         assert fleet.poll() is None  # serving the result: no control message ends a board
         os.kill(fleet.pid, signal.SIGINT)  # Ctrl-C: each actor exits cleanly
-        assert fleet.wait(timeout=60) == 0
+        assert exit_code(fleet, 60, "the fleet after Ctrl-C") == 0
         actors = summary["actors"]
         assert set(actors) == {"sim-00", "sim-01"}
         assert all(a["state"] == "serving" for a in actors.values()), actors

@@ -34,6 +34,7 @@ from edge_rl.wire.policy import decode_policy, encode_policy
 from edge_rl.wire.topics import Topics
 from tests.harness.cartpole_policies import CARTPOLE, MODELS, policy_bundle
 from tests.harness.paths import REPO
+from tests.harness.waits import wait_for
 
 RUN, RUN_ID = "rollout-e2e", "served-start"
 N = 8
@@ -72,13 +73,12 @@ class History:
             return {s.policy_digest for s in self.seen.get(actor_id, [])} - {""}
 
     def wait_all(self, ids: list[str], check, timeout: float) -> dict[str, ActorStatus]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def there() -> bool:
             got = self.latest()
-            if all(a in got and check(got[a]) for a in ids):
-                return got
-            time.sleep(0.1)
-        pytest.fail(f"boards not there within {timeout} s: {self.latest()}")
+            return all(a in got and check(got[a]) for a in ids)
+
+        wait_for(there, timeout, f"{ids} as checked", 0.1, detail=lambda: str(self.latest()))
+        return self.latest()
 
 
 def _greedy_returns(model: bytes, episodes: int = 5) -> list[float]:
@@ -247,11 +247,14 @@ def test_ctrl_c_mid_rollout_clears_the_targets_sent_and_each_board_keeps_what_it
             try:
                 # Mid-rollout: both canaries serve the new policy, the others the old one.
                 mid = history.wait_all(ids, lambda s: s.policy_version in (3, 4), timeout=30)
-                deadline = time.monotonic() + 30
-                while sum(s.policy_version == 4 for s in mid.values()) < 2:
-                    assert time.monotonic() < deadline, f"no canaries serving it: {mid}"
-                    time.sleep(0.1)
-                    mid = history.latest()
+                wait_for(
+                    lambda: sum(s.policy_version == 4 for s in history.latest().values()) >= 2,
+                    30,
+                    "two canaries serving v4",
+                    0.1,
+                    detail=lambda: str(history.latest()),
+                )
+                mid = history.latest()
                 canaries = sorted(a for a, s in mid.items() if s.policy_version == 4)
                 sent = _retained_targets(mqtt_client_factory(mosquitto), topics, ids)
                 assert sorted(sent) == canaries  # each canary's target, retained
@@ -288,9 +291,15 @@ def _retained_targets(client, topics: Topics, ids: list[str]) -> dict[str, bytes
     """Each board's retained target, from a new subscriber (bounded wait)."""
     got: dict[str, bytes] = {}
     client.on_message = lambda _c, _u, m: got.__setitem__(topics.actor_of(m.topic), m.payload)
+    subacks: list[int] = []
+    client.on_subscribe = lambda _c, _u, mid, _codes, _p: subacks.append(mid)
     for a in ids:
         client.subscribe(topics.target(a), qos=1)
-    time.sleep(1.5)  # retained messages come at once after the SUBACK
+    # The broker answers a connection's SUBSCRIBEs in order, each SUBACK followed by that
+    # subscription's retained messages: once the SUBACK of one more (of a topic nothing is
+    # retained on) is in, every target retained has come.
+    client.subscribe(topics.target(ids[0]) + "/none", qos=1)
+    wait_for(lambda: len(subacks) == len(ids) + 1, 5, "the SUBACKs of the targets")
     return {a: p for a, p in got.items() if p}
 
 
@@ -298,8 +307,5 @@ def _retained(client, topic: str) -> bytes:
     got: list[bytes] = []
     client.on_message = lambda _c, _u, m: got.append(m.payload)
     client.subscribe(topic, qos=1)
-    deadline = time.monotonic() + 5
-    while not got and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert got, f"nothing retained on {topic}"
+    wait_for(lambda: bool(got), 5, f"a retained message on {topic}")
     return got[-1]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.fuzz.fuzzkit import RUN_ID
+from tests.harness.cartpole_policies import cartpole_manifest
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,6 @@ def seeds() -> Seeds:
         ControlMessage,
         CreditGrant,
         PolicyBundle,
-        PolicyManifest,
     )
     from edge_rl.wire.messages import encode_control, encode_credit, encode_status
     from edge_rl.wire.policy import compress_model, encode_policy
@@ -112,23 +112,16 @@ def seeds() -> Seeds:
     signer = Signer(Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"fuzz").digest()))
 
     def bundle(payload: bytes, codec_name: str) -> bytes:
-        manifest = PolicyManifest(
-            policy_version=3,
-            algo="dqn",
-            env_id="CartPole-v1",
-            env_spec=cart_spec,
-            precision="int8",
-            input_quant=exported.input_quant,
-            output_quant=exported.output_quant,
-            obs_mean=exported.obs_mean,
-            obs_std=exported.obs_std,
-            exploration={"epsilon": 0.05},
-            learner_step=1500,
-            model_sha256=hashlib.sha256(model).hexdigest(),
-            model_size=len(model),
+        manifest = cartpole_manifest(
+            model,
+            exported,
+            version=3,
+            epsilon=0.05,
             codec=codec_name,
             run="fuzz",
             run_id=RUN_ID,
+            env_spec=cart_spec,
+            learner_step=1500,
             created_unix=1_760_000_000.0,
             extra={"seed": 0},
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
 import zlib
@@ -18,6 +17,7 @@ from edge_rl.wire.messages import decode_control, decode_status
 from edge_rl.wire.policy import decode_policy, decompress_model, encode_policy, manifest_from_dict
 from edge_rl.wire.transitions import validate_batch
 from tests.fuzz import fuzzkit as fk
+from tests.harness.cartpole_policies import cartpole_manifest
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
@@ -246,29 +246,11 @@ def _zeroed(offset: int) -> bytes:
 def _slot_load(model: bytes) -> str:
     """Sign ``model`` (with its true size and hash) and load it as an actor does."""
     from edge_rl.actor.policy_slot import PolicySlot
-    from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+    from edge_rl.types import PolicyBundle
     from edge_rl.wire.signing import Signer
 
     signer = Signer.generate()
-    float_io = QuantParams("float32", 0.0, 0)
-    m = PolicyManifest(
-        policy_version=1,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=CARTPOLE,
-        precision="int8",
-        input_quant=float_io,
-        output_quant=float_io,
-        obs_mean=(0.0,) * 4,
-        obs_std=(1.0,) * 4,
-        exploration={"epsilon": 0.1},
-        learner_step=0,
-        codec="none",
-        run="r1",
-        run_id="s1",
-        model_sha256=hashlib.sha256(model).hexdigest(),
-        model_size=len(model),
-    )
+    m = cartpole_manifest(model, epsilon=0.1, codec="none")
     slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1", run_id="s1")
     try:
         slot.load(encode_policy(PolicyBundle(m, model), signer))

@@ -11,6 +11,7 @@ TensorFlow; ``python -m tests.harness.cartpole_policies`` makes them again.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from edge_rl.specs import EnvSpec
 from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
 from edge_rl.wire.policy import compress_model
 from tests.harness.paths import REPO
+
+if TYPE_CHECKING:
+    from edge_rl.export.tflite import ExportedModel
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 # Push right when w . obs > 0: two controllers that hold CartPole for its 500 steps.
@@ -42,26 +46,49 @@ def _network(controller: tuple[float, ...] | None):
     return net
 
 
+def cartpole_manifest(
+    model: bytes,
+    exported: ExportedModel | None = None,
+    *,
+    version: int = 1,
+    epsilon: float = 0.0,
+    codec: str = "zlib",
+    run: str = "r1",
+    run_id: str = "s1",
+    **fields: Any,
+) -> PolicyManifest:
+    """A CartPole DQN manifest of ``model`` (its true hash and size): the precision,
+    quantisation and observation statistics of ``exported`` (the export ``model`` came
+    from), or float I/O and identity statistics without it; ``fields`` set any other."""
+    quant = {
+        "precision": "int8",
+        "input_quant": FLOAT_IO,
+        "output_quant": FLOAT_IO,
+        "obs_mean": (0.0,) * 4,  # informational: the model normalises inside
+        "obs_std": (1.0,) * 4,
+    }
+    if exported is not None:
+        quant = {k: getattr(exported, k) for k in quant}
+    given = {
+        "policy_version": version,
+        "algo": "dqn",
+        "env_id": "CartPole-v1",
+        "env_spec": CARTPOLE,
+        **quant,
+        "exploration": {"epsilon": epsilon},
+        "learner_step": 0,
+        "model_sha256": hashlib.sha256(model).hexdigest(),
+        "model_size": len(model),
+        "codec": codec,
+        "run": run,
+        "run_id": run_id,
+    }
+    return PolicyManifest(**{**given, **fields})
+
+
 def policy_bundle(model: bytes, *, run: str, run_id: str, version: int) -> PolicyBundle:
     """An unsigned bundle of ``model``; ``encode_policy(bundle, signer)`` signs it."""
-    manifest = PolicyManifest(
-        policy_version=version,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=CARTPOLE,
-        precision="int8",
-        input_quant=FLOAT_IO,
-        output_quant=FLOAT_IO,
-        obs_mean=(0.0,) * 4,  # informational: the model normalises inside
-        obs_std=(1.0,) * 4,
-        exploration={"epsilon": 0.0},
-        learner_step=0,
-        model_sha256=hashlib.sha256(model).hexdigest(),
-        model_size=len(model),
-        codec="zlib",
-        run=run,
-        run_id=run_id,
-    )
+    manifest = cartpole_manifest(model, version=version, run=run, run_id=run_id)
     return PolicyBundle(manifest, compress_model(model, "zlib"))
 
 

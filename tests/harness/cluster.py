@@ -16,8 +16,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +26,11 @@ from edge_rl.transport.auth import BrokerAuth, write_private
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from tests.harness.fault_run import write_board
-from tests.harness.faults import CONFIG
+from tests.harness.faults import CHEAP, CONFIG
+from tests.harness.learn import learn_argv
 from tests.harness.paths import REPO
 from tests.harness.procs import alive
+from tests.harness.waits import bound, until
 
 SCRIPT = REPO / "scripts" / "cluster"
 NAMES = ("a", "b", "c")
@@ -112,9 +112,7 @@ class Cluster:
         # scripts/cluster started it in a session of its own: init reaps it, not us, and a
         # container's init may never do so. A zombie counts as gone, so the fault's timing
         # (restart at 60 %) does not wait out the bound.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and alive(pid):
-            time.sleep(0.05)
+        until(lambda: not alive(pid), bound(10))
         (self.dir / f"node-{name}.pid").unlink()
 
     def restart(self, name: str) -> None:
@@ -122,18 +120,6 @@ class Cluster:
 
     def stop(self) -> None:
         self.script("stop")
-
-
-# A tiny CartPole learner: what the cluster tests train through the failover.
-CHEAP = (
-    "dqn.hidden=[32, 32]",
-    "export.min_greedy_agreement=0",
-    "select_every=0",
-    "select_recheck=0",
-    "eval_episodes=2",
-    "export.calibration_size=50",
-    "export.parity_size=50",
-)
 
 
 @dataclass(frozen=True)
@@ -153,22 +139,16 @@ def learner_run(tmp_path: Path, brokers: str, auth: BrokerAuth, steps: int) -> L
     run_dir.mkdir()
     Signer.load_or_create(keys / "learner.key").write_public(keys / "learner.pub")
     board = write_board(tmp_path / "board.yaml", {"status_interval_s": 0.5})
-    argv = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        str(CONFIG),
+    argv = learn_argv(
+        CONFIG,
+        run_dir,
         "--fleet",
         "0",
-        "--out",
-        str(run_dir),
         "--signing-key",
         str(keys / "learner.key"),
         "--broker",
         brokers,
         *auth.argv(),
         *(x for kv in [f"total_env_steps={steps}", *CHEAP] for x in ("--set", kv)),
-    ]
+    )
     return LearnerRun(run_dir, keys / "learner.pub", board, argv)

@@ -14,7 +14,6 @@ it was connected, and when each board's status first named a policy version.
 from __future__ import annotations
 
 import functools
-import hashlib
 import threading
 import time
 from collections import Counter, defaultdict
@@ -27,12 +26,14 @@ from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.specs import EnvSpec
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport
-from edge_rl.types import ActorStatus, PolicyBundle, PolicyManifest
+from edge_rl.types import ActorStatus, PolicyBundle
 from edge_rl.wire.messages import decode_status
 from edge_rl.wire.policy import compress_model, encode_policy
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import decode_transitions
+from tests.harness.cartpole_policies import cartpole_manifest
+from tests.harness.waits import bound, until
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
@@ -75,23 +76,15 @@ class Models:
             if kind == "int8"
             else ("blocks", self.gst_blocks)
         )
-        manifest = PolicyManifest(
-            policy_version=version,
-            algo="dqn",
-            env_id="CartPole-v1",
-            env_spec=CARTPOLE,
-            precision="int8",
-            input_quant=exported.input_quant,
-            output_quant=exported.output_quant,
-            obs_mean=exported.obs_mean,
-            obs_std=exported.obs_std,
-            exploration={"epsilon": 0.2},
-            learner_step=version,
-            model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
-            model_size=len(exported.tflite),
+        manifest = cartpole_manifest(
+            exported.tflite,
+            exported,
+            version=version,
+            epsilon=0.2,
             codec=codec,
             run=run,
             run_id=run_id,
+            learner_step=version,
         )
         return encode_policy(PolicyBundle(manifest, payload), signer)
 
@@ -245,9 +238,5 @@ class ControlPlane:
 
 
 def wait(cond: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step)
-    return True
+    """True once ``cond()`` holds, False after ``timeout`` s stretched by the load."""
+    return until(cond, bound(timeout), step)

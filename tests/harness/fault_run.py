@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.sim.fleet import Fleet
 from edge_rl.wire.signing import Signer
 from tests.harness.faults import ACTORS, CONFIG, DONE, ENV, RUN, Fault, Harness
+from tests.harness.learn import learn_argv
+from tests.harness.waits import until
 
 
 @dataclass(frozen=True)
@@ -67,23 +68,17 @@ def run_fault(
     signer.write_public(keys / "learner.pub")
     board = write_board(out / f"{fault.name}.board.yaml", fault.board)
     all_sets = [f"total_env_steps={steps}", *sets, *fault.sets]
-    argv = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        str(CONFIG),
+    argv = learn_argv(
+        CONFIG,
+        run_dir,
         "--fleet",
         "0",
-        "--out",
-        str(run_dir),
         "--seed",
         str(seed),
         "--signing-key",
         str(keys / "learner.key"),
         *(x for kv in all_sets for x in ("--set", kv)),
-    ]
+    )
     with EmbeddedBroker(kind="mosquitto", log_dir=out / f"{fault.name}.broker") as broker:
         argv += ["--broker", broker.url]
         fleet = Fleet(
@@ -111,8 +106,7 @@ def run_fault(
 
 def _wait_exit(h: Harness, deadline: float) -> bool:
     assert h.learner is not None
-    while h.learner.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
+    until(lambda: h.learner.poll() is not None, deadline - time.monotonic(), step=0.5)
     if h.learner.poll() is None:
         h.log("TIMEOUT: the learner did not finish; stopped (SIGTERM)")
         return False

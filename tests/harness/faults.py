@@ -31,6 +31,18 @@ from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.sim.fleet import Fleet
 from edge_rl.wire.topics import Topics
 from tests.harness.paths import REPO
+from tests.harness.waits import bound, until
+
+# A tiny CartPole learner: what the fault and cluster runs train through their faults.
+CHEAP = (
+    "dqn.hidden=[32, 32]",
+    "export.min_greedy_agreement=0",
+    "select_every=0",
+    "select_recheck=0",
+    "eval_episodes=2",
+    "export.calibration_size=50",
+    "export.parity_size=50",
+)
 
 CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 ENV, RUN, ACTORS = "CartPole-v1", "cartpole", 4
@@ -72,16 +84,16 @@ class Harness:
 
     def wait_steps(self, n: int, timeout: float = 600) -> bool:
         """Until the learner has ``n`` env steps (False on timeout or if it exited)."""
-        deadline = time.monotonic() + timeout
-        while self.env_steps() < n:
-            if (
-                time.monotonic() > deadline
-                or self.learner is None
-                or self.learner.poll() is not None
-            ):
-                self.log(f"gave up waiting for {n} env steps")
-                return False
-            time.sleep(0.2)
+        reached = until(
+            lambda: (
+                self.env_steps() >= n or self.learner is None or self.learner.poll() is not None
+            ),
+            bound(timeout),
+            step=0.2,
+        )
+        if not reached or self.env_steps() < n:
+            self.log(f"gave up waiting for {n} env steps")
+            return False
         return True
 
     def at(self, fraction: float) -> bool:
@@ -117,7 +129,7 @@ def broker_restarts(h: Harness, times: int = 3, down_s: float = 5.0) -> None:
         pid = h.broker.pid
         h.broker.kill()
         h.log(f"broker pid {pid} killed (SIGKILL)")
-        time.sleep(down_s)
+        time.sleep(down_s)  # the fault: the broker down this long
         h.broker.start()
         h.log(f"broker restarted (pid {h.broker.pid}) after {down_s:.0f} s")
 
@@ -136,7 +148,7 @@ def actor_sigstop(h: Harness, stop_s: float = 30.0) -> None:
         pid = h.actor_pid(1)
         os.kill(pid, signal.SIGSTOP)
         h.log(f"actor pid {pid} stopped (SIGSTOP)")
-        time.sleep(stop_s)
+        time.sleep(stop_s)  # the fault: the actor frozen this long
         os.kill(pid, signal.SIGCONT)
         h.log(f"actor pid {pid} continued (SIGCONT) after {stop_s:.0f} s")
 
@@ -152,7 +164,7 @@ def spool_overflow(h: Harness, down_s: float = 15.0) -> None:
     pid = h.broker.pid
     h.broker.kill()
     h.log(f"first grant out: broker pid {pid} killed (SIGKILL)")
-    time.sleep(down_s)
+    time.sleep(down_s)  # the fault: the broker down this long
     h.broker.start()
     h.log(f"broker restarted (pid {h.broker.pid}) after {down_s:.0f} s")
 

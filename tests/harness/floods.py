@@ -25,11 +25,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from edge_rl.broker.executables import find_mosquitto
 from tests.harness.paths import REPO
+from tests.harness.waits import bound, until
 
 CONF = REPO / "host" / "mosquitto.conf"
 NFT = REPO / "host" / "edge-rl.nft"
@@ -132,12 +132,11 @@ def start_broker(ns: str, conf: Path, fd_limit: int, log: Path) -> subprocess.Po
             stderr=subprocess.STDOUT,
             preexec_fn=limit,
         )
-    deadline = time.monotonic() + 10
-    while not re.search(r"mosquitto version \S+ running", log.read_text()):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)
-            raise RuntimeError(f"mosquitto did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.05)
+    running = re.compile(r"mosquitto version \S+ running")
+    until(lambda: running.search(log.read_text()) or proc.poll() is not None, bound(10))
+    if not running.search(log.read_text()):
+        stop(proc)
+        raise RuntimeError(f"mosquitto did not start:\n{log.read_text()[-3000:]}")
     return proc
 
 

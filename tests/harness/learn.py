@@ -4,17 +4,36 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.harness.paths import REPO
+from tests.harness.waits import bound
+
+
+def learn_argv(config: str | Path, out: str | Path, *args: str) -> list[str]:
+    """``edge-rl learn --config CONFIG --out OUT ARGS`` as a subprocess's argv (run it
+    from the repository root: ``cwd=REPO``)."""
+    return [
+        sys.executable,
+        "-m",
+        "edge_rl.cli",
+        "learn",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        *args,
+    ]
 
 
 def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """``python -m edge_rl.cli ARGS`` from the repository root, output captured."""
+    """``python -m edge_rl.cli ARGS`` from the repository root, output captured;
+    ``timeout`` (for a quiet machine) stretched by the machine's load (``waits.bound``)."""
     return subprocess.run(
         [sys.executable, "-m", "edge_rl.cli", *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=bound(timeout),
         cwd=REPO,
     )
 

@@ -15,7 +15,6 @@ import shutil
 import ssl
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pytest
 from edge_rl.broker.executables import find_mosquitto
 from edge_rl.transport.address import free_port
 from tests.harness.paths import REPO
+from tests.harness.waits import bound, until
 
 WAIT_S = 5.0
 
@@ -54,12 +54,14 @@ class Mosquitto:
             self.proc = subprocess.Popen(
                 [mosquitto, "-c", str(self.conf)], stdout=out, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + 10
-        while not re.search(r"mosquitto version \S+ running", self.log.read_text()):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"mosquitto did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.05)
+        running = re.compile(r"mosquitto version \S+ running")
+        until(
+            lambda: running.search(self.log.read_text()) or self.proc.poll() is not None,
+            bound(10),
+        )
+        if not running.search(self.log.read_text()):
+            self.stop()
+            pytest.fail(f"mosquitto did not start:\n{self.log.read_text()[-3000:]}")
 
     @property
     def url(self) -> str:

@@ -3,8 +3,9 @@ runs, and what it runs (for an assertion's message when one outlives its parent)
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
+from tests.harness.waits import until
 
 
 def children(pid: int) -> list[int]:
@@ -39,7 +40,5 @@ def cmdline(pid: int) -> str:
 def survivors(pids: list[int], within_s: float) -> dict[int, str]:
     """Those of ``pids`` still alive after waiting up to ``within_s`` for all to exit,
     each with its command line."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.2)
+    until(lambda: not any(alive(p) for p in pids), within_s, step=0.2)
     return {p: cmdline(p) for p in pids if alive(p)}

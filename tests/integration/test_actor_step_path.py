@@ -9,7 +9,6 @@ the policy, then steps N times while every piece it calls is counted.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections import Counter
@@ -30,11 +29,12 @@ from edge_rl.types import (
     ControlMessage,
     CreditGrant,
     PolicyBundle,
-    PolicyManifest,
 )
 from edge_rl.wire.messages import encode_control, encode_credit
 from edge_rl.wire.policy import compress_model, encode_policy
 from edge_rl.wire.topics import Topics
+from tests.harness.cartpole_policies import cartpole_manifest
+from tests.harness.waits import wait_for
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 RUN, RUN_ID = "steps", "steps-start"
@@ -78,24 +78,7 @@ class CountedSleep:
 def policy_payload(signer) -> bytes:
     obs = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
     exported = export_policy(make_q_network(4, 2, (16, 16), seed=0), obs, "int8")
-    manifest = PolicyManifest(
-        policy_version=1,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=CARTPOLE,
-        precision="int8",
-        input_quant=exported.input_quant,
-        output_quant=exported.output_quant,
-        obs_mean=exported.obs_mean,
-        obs_std=exported.obs_std,
-        exploration={"epsilon": 0.25},
-        learner_step=0,
-        model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
-        model_size=len(exported.tflite),
-        codec="zlib",
-        run=RUN,
-        run_id=RUN_ID,
-    )
+    manifest = cartpole_manifest(exported.tflite, exported, epsilon=0.25, run=RUN, run_id=RUN_ID)
     return encode_policy(PolicyBundle(manifest, compress_model(exported.tflite, "zlib")), signer)
 
 
@@ -152,9 +135,7 @@ def test_per_step_work_is_the_step_and_per_batch_work_is_per_batch(policy_keys, 
     thread = threading.Thread(target=node.run, name="actor-under-test", daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while node.slot.version != 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: node.slot.version == 1, 60, "the policy v1 loaded", step=0.01)
         assert node.slot.version == 1 and node.env_steps == 0, node.slot.rejected
         calls.clear()  # from here: the steps, and the paused turns before they begin
         t0 = time.monotonic()

@@ -13,6 +13,7 @@ import paho.mqtt.client as mqtt
 
 from edge_rl.transport.backoff import Backoff
 from edge_rl.transport.mqtt import MqttTransport
+from tests.harness.waits import bound, until
 
 WAIT_S = 10.0
 TOPIC = "edge-rl/failover/ping"
@@ -27,12 +28,7 @@ def _probe(url_port: int) -> mqtt.Client:
 
 
 def _until(predicate, timeout: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
+    return until(predicate, bound(timeout), step=0.02)
 
 
 def _transport(url: str, got: queue.Queue) -> MqttTransport:

@@ -14,10 +14,10 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
-from pathlib import Path
 
 from edge_rl.wire.topics import Topics
+from tests.harness.procs import alive
+from tests.harness.waits import bound, until, wait_for
 
 PARENT = textwrap.dedent(
     """
@@ -32,18 +32,9 @@ PARENT = textwrap.dedent(
                   policy_key=Path(sys.argv[1])).start()
     pids = {"broker": broker.pid, "actor": fleet.procs[0].pid}
     print(json.dumps({"url": broker.url, "pids": pids}), flush=True)
-    time.sleep(120)
+    time.sleep(120)  # the learner's life: it ends by the test's kill -9
     """
 )
-
-
-def alive(pid: int) -> bool:
-    """Running or sleeping; a zombie (exited, not yet reaped by init) counts as gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
 
 
 def test_broker_and_fleet_exit_when_the_learner_is_killed(
@@ -61,16 +52,13 @@ def test_broker_and_fleet_exit_when_the_learner_is_killed(
         statuses: list[bytes] = []
         client.on_message = lambda _c, _u, msg: statuses.append(msg.payload)
         client.subscribe(Topics("edge-rl", "orphans").status("sim-00"), qos=1)
-        deadline = time.monotonic() + 60  # the actor process imports and connects
-        while not statuses and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert statuses and all(alive(p) for p in pids.values()), pids
+        # The actor process imports and connects.
+        wait_for(lambda: bool(statuses), 60, "the actor's retained status")
+        assert all(alive(p) for p in pids.values()), pids
         parent.send_signal(signal.SIGKILL)
         parent.wait(5)
         # The broker goes at once; the actor stops, tries to say goodbye (5 s) and exits.
-        deadline = time.monotonic() + 30
-        while any(alive(p) for p in pids.values()) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(lambda: not any(alive(p) for p in pids.values()), bound(30), step=0.1)
         assert not any(alive(p) for p in pids.values()), {k: alive(p) for k, p in pids.items()}
     finally:
         parent.kill()

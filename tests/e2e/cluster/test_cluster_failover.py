@@ -20,6 +20,7 @@ from tests.conftest import _require
 from tests.harness.cluster import Cluster, learner_run, nats_server
 from tests.harness.fault_run import account
 from tests.harness.faults import ENV, RUN, Fault, Harness, no_fault
+from tests.harness.waits import bound, until
 
 # Several seconds of stepping on a quiet machine: progress is seen in metrics.csv, written
 # once a second, and a fault meant for 30 % of the run must not land at its end.
@@ -86,9 +87,8 @@ def _run(tmp_path: Path, cluster: Cluster, ids: dict, node: str) -> tuple:
             assert h.wait_steps(int(STEPS * 0.6)), "\n".join(h.events)
             cluster.restart(node)
             h.log(f"node {node} restarted")
-            deadline = t0 + RUN_TIMEOUT_S
-            while h.learner.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.5)
+            left = t0 + bound(RUN_TIMEOUT_S) - time.monotonic()
+            until(lambda: h.learner.poll() is not None, left, step=0.5)
             finished = h.learner.poll() == 0
     finally:
         if h.learner.poll() is None:

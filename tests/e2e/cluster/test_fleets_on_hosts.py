@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from tests.conftest import _require
 from tests.harness.cluster import Cluster, learner_run, nats_server
 from tests.harness.faults import ENV, RUN
 from tests.harness.paths import REPO
+from tests.harness.waits import bound, until
 
 STEPS = 2_000
 RUN_TIMEOUT_S = 420
@@ -123,9 +123,7 @@ def test_two_fleets_in_namespaces_of_their_own_train_one_run(tmp_path, hosts, se
             ]
             with open(tmp_path / f"fleet-{node}.out", "w") as out:
                 procs.append(_popen(hosts[node], fleet, out))
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while procs[0].poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
+        until(lambda: procs[0].poll() is not None, bound(RUN_TIMEOUT_S), step=0.5)
         assert procs[0].poll() == 0, (tmp_path / "learner.out").read_text()[-3000:]
     finally:
         for proc in procs:

@@ -13,7 +13,6 @@ a broker that might close the connection on it.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from edge_rl.transport.mqtt import MqttTransport
 from edge_rl.wire.topics import Topics
 from tests.conftest import _require
 from tests.harness.cluster import Cluster, nats_server
+from tests.harness.waits import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(240)]
 BIG = 5_000_000
@@ -29,10 +29,7 @@ WAIT_S = 60.0  # JetStream elects its leaders for a few seconds after the nodes 
 
 
 def _wait_for(check, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
+    wait_for(check, WAIT_S, what, 0.1)
 
 
 def test_a_publish_past_max_payload_is_delivered_and_the_sender_s_limit_is_what_refuses(

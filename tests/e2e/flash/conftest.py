@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from edge_rl.deploy.broker_check import check_brokers
 from edge_rl.deploy.wheelhouse import build_own_wheel
 from tests.harness.mosquitto_auth import Mosquitto
 from tests.harness.paths import REPO
+from tests.harness.waits import wait_for
 
 
 @dataclass(frozen=True)
@@ -166,10 +166,7 @@ def deployed(kit, tmp_path_factory) -> Iterator[tuple[Path, object]]:
         broker.proc.send_signal(signal.SIGHUP)
         bundle = tmp / "out" / "pi-doc"
         cfg = load_board(bundle / "etc" / "board.yaml")
-        deadline = time.monotonic() + 10
-        while not _logs_in(cfg):
-            assert time.monotonic() < deadline, "the reloaded broker never took the password"
-            time.sleep(0.1)
+        wait_for(lambda: _logs_in(cfg), 10, "the reloaded broker to take the password", 0.1)
         yield bundle, broker
     finally:
         broker.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import yaml
 
 from edge_rl.deploy.credentials import CA, _cert_pem
 from edge_rl.transport.address import free_port
+from tests.harness.waits import wait_for
 
 CHECKS = ["board", "policy key", "litert", "xnnpack", "reference", "clock", "env", "auth", "broker"]
 
@@ -176,17 +176,21 @@ def test_the_flashed_board_acts_from_its_board_file_alone(deployed, bundle, gran
             text=True,
             cwd=bundle,
         )
-        deadline = time.monotonic() + 60
-        while not any(s.session for s in got):
-            assert time.monotonic() < deadline and p.poll() is None, p.stderr
-            time.sleep(0.05)
+        wait_for(
+            lambda: any(s.session for s in got) or p.poll() is not None,
+            60,
+            "the board's status with its session",
+        )
+        assert p.poll() is None, p.stderr
         grant_run(learner, topics, "pi-doc", next(s.session for s in got if s.session))
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
-        deadline = time.monotonic() + 10
-        while not any(s.state == "stopped" for s in got):
-            assert time.monotonic() < deadline, got
-            time.sleep(0.05)
+        wait_for(
+            lambda: any(s.state == "stopped" for s in got),
+            10,
+            "the board's stopped status",
+            detail=lambda: str(got),
+        )
     finally:
         if p is not None and p.poll() is None:
             p.kill()

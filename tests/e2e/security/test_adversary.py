@@ -16,7 +16,6 @@ has counted what it sent, so it cannot race the end of the run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 
@@ -24,21 +23,17 @@ import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
 
-from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
-from edge_rl.config import ExportConfig, FleetConfig, RunConfig
+from edge_rl.config import RunConfig
 from edge_rl.learner.node import LearnerNode
-from edge_rl.sim.fleet import Fleet
 from edge_rl.specs import EnvSpec
-from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
+from edge_rl.transport.mqtt import MqttTransport
 from edge_rl.types import (
     ActorStatus,
     ControlMessage,
     CreditGrant,
     PolicyBundle,
-    PolicyManifest,
-    QuantParams,
     TransitionBatch,
 )
 from edge_rl.wire.envelope import MAGIC_STATUS, MAGIC_TRANSITIONS, SCHEMA_VERSION
@@ -47,6 +42,9 @@ from edge_rl.wire.policy import encode_policy
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import decode_transitions, encode_transitions
+from tests.harness.cartpole_policies import cartpole_manifest
+from tests.harness.configs import small_cartpole
+from tests.harness.runs import fleet_and_learner
 
 pytestmark = pytest.mark.slow
 
@@ -57,22 +55,8 @@ CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
 
 def config(run: str) -> RunConfig:
-    return RunConfig(
-        env_id="CartPole-v1",
-        run=run,
-        total_env_steps=3_000,
-        learning_starts=300,
-        replay_ratio=0.25,
-        max_lag_transitions=500,
-        eval_episodes=5,
-        select_every=0,
-        # One step per call: the attack fires in the call that starts at update 10.
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32, updates_per_call=1),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
-        ),
-    )
+    # One step per call: the attack fires in the call that starts at update 10.
+    return small_cartpole(run, dqn={"updates_per_call": 1}, eval_episodes=5, select_every=0)
 
 
 def batch(actor: str, seq: int, run_id: str, *, reward: float = 1.0, version: int = 0, n=4):
@@ -96,24 +80,7 @@ def batch(actor: str, seq: int, run_id: str, *, reward: float = 1.0, version: in
 def forged_policy(run: str, run_id: str) -> bytes:
     """A well-formed bundle with a huge version, signed by the attacker's own key."""
     model = b"\0" * 64
-    m = PolicyManifest(
-        policy_version=10**6,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=CARTPOLE,
-        precision="int8",
-        input_quant=QuantParams("float32", 0.0, 0),
-        output_quant=QuantParams("float32", 0.0, 0),
-        obs_mean=(0.0,) * 4,
-        obs_std=(1.0,) * 4,
-        exploration={"epsilon": 1.0},
-        learner_step=0,
-        model_sha256=hashlib.sha256(model).hexdigest(),
-        model_size=len(model),
-        codec="none",
-        run=run,
-        run_id=run_id,
-    )
+    m = cartpole_manifest(model, version=10**6, epsilon=1.0, codec="none", run=run, run_id=run_id)
     return encode_policy(PolicyBundle(m, model), Signer.generate())
 
 
@@ -206,27 +173,10 @@ def test_an_adversary_with_a_boards_credentials_gets_nothing(
     topics = Topics(cfg.transport.root, run)
     accounts = BrokerAccounts(actors=(*HONEST, INTRUDER), root=cfg.transport.root, run=run)
     board = fast_board
-    signer, public_key = policy_keys
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
         assert broker.authenticated
         assert anonymous_refused(broker, wait_for)
-        fleet = Fleet(
-            2,
-            board,
-            broker.url,
-            cfg.env_id,
-            policy_key=public_key,
-            run=run,
-            log_dir=tmp_path / "fleet",
-            auth=broker.auth,
-        )
-        node = LearnerNode(
-            cfg,
-            mqtt_connect(broker.url, broker.auth("learner")),
-            tmp_path / "run",
-            signer=signer,
-            fleet_alive=fleet.alive,
-        )
+        fleet, node = fleet_and_learner(cfg, broker, 2, board, policy_keys, tmp_path)
         evil = MqttTransport(broker.url, f"actor-{INTRUDER}", auth=broker.auth(INTRUDER))
         evil.start()
         assert evil.wait_connected(15)

@@ -16,6 +16,7 @@ import pytest
 
 from edge_rl.wire.signing import Signer
 from tests.harness.paths import REPO
+from tests.harness.waits import exit_code
 
 CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 
@@ -98,12 +99,16 @@ def test_learn_and_fleet_over_tls_with_passwords(
         tmp_path / "fleet.out",
     )
     try:
-        assert learner.wait(timeout=240) == 0, (tmp_path / "learn.out").read_text()[-4000:]
+        learn_log = (tmp_path / "learn.out").read_text
+        fleet_log = (tmp_path / "fleet.out").read_text
+        code = exit_code(learner, 240, "the learner's run", lambda: learn_log()[-4000:])
+        assert code == 0, learn_log()[-4000:]
         # The run is over: the fleet serves its result (no control message ends a board)
         # until Ctrl-C, on which each actor exits cleanly.
-        assert fleet.poll() is None, (tmp_path / "fleet.out").read_text()[-4000:]
+        assert fleet.poll() is None, fleet_log()[-4000:]
         os.kill(fleet.pid, signal.SIGINT)
-        assert fleet.wait(timeout=60) == 0, (tmp_path / "fleet.out").read_text()[-4000:]
+        code = exit_code(fleet, 60, "the fleet after Ctrl-C", lambda: fleet_log()[-4000:])
+        assert code == 0, fleet_log()[-4000:]
     finally:
         for p in (learner, fleet):
             if p.poll() is None:  # SIGTERM first: each stops its children itself

@@ -21,27 +21,25 @@ import uuid
 import numpy as np
 import pytest
 
-from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
-from edge_rl.config import CheckpointConfig, ExportConfig, FleetConfig, IngestConfig, RunConfig
+from edge_rl.config import CheckpointConfig, FleetConfig, IngestConfig, RunConfig
 from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.learner.fleet.credit import Grants
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.ingest.plausible import Bounds, bounds_for_env
 from edge_rl.learner.ingest.validate import Rejected, Validator
-from edge_rl.learner.node import LearnerNode
 from edge_rl.learner.replay import ReplayBuffer
-from edge_rl.sim.fleet import Fleet
 from edge_rl.specs import EnvSpec
-from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import encode_status
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
 from tests.harness.attackers import MAX_SEQ, CompromisedBoard, cartpole_batch
+from tests.harness.configs import small_cartpole
 from tests.harness.paths import REPO
+from tests.harness.runs import fleet_and_learner
 from tests.harness.stalls import longest_flat_s
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
@@ -295,21 +293,13 @@ BUDGET = 3_000
 
 
 def real_config(run: str) -> RunConfig:
-    return RunConfig(
-        env_id="CartPole-v1",
-        run=run,
+    # One step per call: the attack fires in the call that starts at update 10.
+    return small_cartpole(
+        run,
         total_env_steps=BUDGET,
-        learning_starts=300,
-        replay_ratio=0.25,
-        max_lag_transitions=500,
+        dqn={"updates_per_call": 1},
         eval_episodes=2,
         select_every=0,
-        # One step per call: the attack fires in the call that starts at update 10.
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32, updates_per_call=1),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
-        ),
         checkpoint=CheckpointConfig(every_s=0),
     )
 
@@ -319,24 +309,15 @@ REASONS = ("implausible_reward", "over_credit", "not_owner")
 
 def run_attacked(tmp_path, broker, cfg, policy_keys, fast_board, wait_for, resume=False):
     """One learner run with 2 honest actors and the attacker; what the test asserts on."""
-    signer, public_key = policy_keys
     topics = Topics(cfg.transport.root, cfg.run)
-    fleet = Fleet(
+    fleet, node = fleet_and_learner(
+        cfg,
+        broker,
         2,
         fast_board,
-        broker.url,
-        cfg.env_id,
-        policy_key=public_key,
-        run=cfg.run,
-        log_dir=tmp_path / f"fleet-{resume}",
-        auth=broker.auth,
-    )
-    node = LearnerNode(
-        cfg,
-        mqtt_connect(broker.url, broker.auth("learner")),
-        tmp_path / "run",
-        signer=signer,
-        fleet_alive=fleet.alive,
+        policy_keys,
+        tmp_path,
+        fleet_logs=f"fleet-{resume}",
         resume=resume,
     )
     evil = CompromisedBoard(broker.url, broker.auth, topics, node.run_id, INTRUDER, HONEST[1])

@@ -7,29 +7,33 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from edge_rl.transport.address import parse_broker_address
+from tests.harness.learn import learn_argv
 from tests.harness.paths import REPO
+from tests.harness.waits import bound, until
 
 CONFIG = REPO / "examples" / "cartpole_dqn.yaml"
 LINE = re.compile(r"embedded mosquitto broker on (mqtt://\S+) \(authenticated, config (\S+)\)")
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """``predicate()``'s first true value, while ``proc`` (edge-rl learn) runs."""
+    value = None
+
+    def found() -> bool:
+        nonlocal value
         value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            pytest.fail(f"edge-rl learn exited ({proc.returncode}) before {what}")
-        time.sleep(0.1)
-    pytest.fail(f"no {what} within {timeout} s")
+        return bool(value) or proc.poll() is not None
+
+    if not until(found, bound(timeout), step=0.1):
+        pytest.fail(f"no {what} within {bound(timeout):.0f} s")
+    if not value:
+        pytest.fail(f"edge-rl learn exited ({proc.returncode}) before {what}")
+    return value
 
 
 def config_value(conf: str, key: str) -> str:
@@ -56,19 +60,7 @@ def test_default_run_is_authenticated_and_completes(
     tmp_path, mosquitto_available, tiny_learn, clients
 ) -> None:
     run = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "edge_rl.cli",
-        "learn",
-        "--config",
-        str(CONFIG),
-        "--out",
-        str(run),
-        *tiny_learn("dqn"),
-        "--set",
-        "run=auth-smoke",
-    ]
+    cmd = learn_argv(CONFIG, run, *tiny_learn("dqn"), "--set", "run=auth-smoke")
     out = open(tmp_path / "stdout", "w")  # noqa: SIM115 - files, not pipes: no pipe fills up
     err = open(tmp_path / "stderr", "w")  # noqa: SIM115
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=err)

@@ -19,21 +19,17 @@ import uuid
 
 import pytest
 
-from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.broker.config import BrokerAccounts
 from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import (
     CheckpointConfig,
-    ExportConfig,
-    FleetConfig,
     QuarantineConfig,
     RunConfig,
 )
-from edge_rl.learner.node import LearnerNode
-from edge_rl.sim.fleet import Fleet
-from edge_rl.transport.mqtt import mqtt_connect
 from edge_rl.wire.topics import Topics
 from tests.harness.attackers import PerfectBoard
+from tests.harness.configs import small_cartpole
+from tests.harness.runs import fleet_and_learner
 
 HONEST = ("sim-00", "sim-01", "sim-02")
 OUTLIER = "outlier"
@@ -44,23 +40,18 @@ BUDGET = 10_000
 
 
 def real_config(run: str) -> RunConfig:
-    return RunConfig(
-        env_id="CartPole-v1",
-        run=run,
+    return small_cartpole(
+        run,
         total_env_steps=BUDGET,
         learning_starts=500,
-        replay_ratio=0.25,
         max_lag_transitions=600,
-        eval_episodes=2,
-        select_every=0,
         # Barely learning: the honest fleet's returns stay near a random policy's ~20 all
         # run. At the default rate its median reached 40-80 within the budget on a quiet
         # host, and the outlier's 200 no longer stood out (z 2.2).
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32, learning_rate=1e-5),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=100, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
-        ),
+        dqn={"learning_rate": 1e-5},
+        every_updates=100,
+        eval_episodes=2,
+        select_every=0,
         checkpoint=CheckpointConfig(every_s=0),
         # 3 of its 200-step episodes judge it.
         quarantine=QuarantineConfig(min_episodes=3),
@@ -74,28 +65,11 @@ def test_an_outlying_board_is_quarantined_its_rows_evicted_and_the_run_finishes(
     tmp_path, policy_keys, fast_board, wait_for
 ):
     cfg = real_config(f"q-{uuid.uuid4().hex[:8]}")
-    signer, public_key = policy_keys
     topics = Topics(cfg.transport.root, cfg.run)
     accounts = BrokerAccounts(actors=(*HONEST, OUTLIER), root=cfg.transport.root, run=cfg.run)
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
         assert broker.authenticated
-        fleet = Fleet(
-            len(HONEST),
-            fast_board,
-            broker.url,
-            cfg.env_id,
-            policy_key=public_key,
-            run=cfg.run,
-            log_dir=tmp_path / "fleet",
-            auth=broker.auth,
-        )
-        node = LearnerNode(
-            cfg,
-            mqtt_connect(broker.url, broker.auth("learner")),
-            tmp_path / "run",
-            signer=signer,
-            fleet_alive=fleet.alive,
-        )
+        fleet, node = fleet_and_learner(cfg, broker, len(HONEST), fast_board, policy_keys, tmp_path)
         board = PerfectBoard(
             broker.url, broker.auth(OUTLIER), topics, node.run_id, OUTLIER, EPISODE
         )

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_status, encode_status
 from edge_rl.wire.topics import Topics
 from tests.harness.paths import REPO
+from tests.harness.waits import bound, until
 
 RUN = "stall-resume"
 INTRUDER = "intruder"
@@ -52,9 +52,7 @@ def _granted(run: Path, actor: str) -> int:
 
 
 def _until(cond, timeout: float, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None and not cond():
-        time.sleep(0.2)
+    until(lambda: proc.poll() is not None or cond(), bound(timeout), step=0.2)
     assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
     assert cond(), "timed out"
 
@@ -67,9 +65,7 @@ def _retained(url: str, topic: str) -> bytes | None:
     reader.start()
     try:
         assert reader.wait_connected(15)
-        deadline = time.monotonic() + 5
-        while not got and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: bool(got), bound(5))  # a retained message comes at once, if any
     finally:
         reader.stop()
     return got[0] if got else None

@@ -13,7 +13,6 @@ status as the learner would: off the broker, through the codec.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 import uuid
@@ -32,12 +31,13 @@ from edge_rl.types import (
     ACTOR_LOOP_BUCKETS,
     ActorStatus,
     PolicyBundle,
-    PolicyManifest,
 )
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import decode_status
 from edge_rl.wire.policy import compress_model, encode_policy
 from edge_rl.wire.topics import Topics
+from tests.harness.cartpole_policies import cartpole_manifest
+from tests.harness.waits import wait_for
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 US = 2e-6  # every value is rounded to 1 µs on the wire
@@ -163,14 +163,6 @@ def publish(client, topic: str, payload: bytes) -> None:
     client.publish(topic, payload, qos=1, retain=True).wait_for_publish(5)
 
 
-def wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 def final_breakdown(node, thread, out, inbox) -> dict[str, float]:
     """The breakdown of the actor's final ``stopped`` status."""
     thread.join(30)
@@ -227,7 +219,7 @@ def test_breakdown_without_a_policy(
     def slow_broker(timeout: float) -> bool:
         waits.append(timeout)
         if len(waits) <= 3:
-            time.sleep(timeout)
+            time.sleep(timeout)  # the slow broker: no CONNACK within the wait
             return False
         return connected(timeout)
 
@@ -252,23 +244,14 @@ def test_breakdown_without_a_policy(
 
 
 def _bundle(exported, version: int, signer, run: str, sha: str | None = None) -> bytes:
-    manifest = PolicyManifest(
-        policy_version=version,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=CARTPOLE,
-        precision=exported.precision,
-        input_quant=exported.input_quant,
-        output_quant=exported.output_quant,
-        obs_mean=exported.obs_mean,
-        obs_std=exported.obs_std,
-        exploration={"epsilon": 0.1},
-        learner_step=0,
-        model_sha256=sha or hashlib.sha256(exported.tflite).hexdigest(),
-        model_size=len(exported.tflite),
-        codec="zlib",
+    manifest = cartpole_manifest(
+        exported.tflite,
+        exported,
+        version=version,
+        epsilon=0.1,
         run=run,
         run_id="test-run-start",  # grant_run's run start (tests/conftest.py)
+        **({"model_sha256": sha} if sha else {}),
     )
     return encode_policy(PolicyBundle(manifest, compress_model(exported.tflite, "zlib")), signer)
 

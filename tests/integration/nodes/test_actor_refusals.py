@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 
 from edge_rl.actor.node import ActorNode, ActorOptions
@@ -19,6 +18,7 @@ from edge_rl.types import ActorStatus
 from edge_rl.wire.envelope import MAGIC_CONTROL
 from edge_rl.wire.messages import decode_status
 from edge_rl.wire.topics import Topics
+from tests.harness.waits import wait_for
 
 
 def test_status_counts_bad_control_and_oversize_batches(
@@ -55,17 +55,13 @@ def test_status_counts_bad_control_and_oversize_batches(
     client.publish(topics.control, bad, qos=1, retain=True).wait_for_publish(5)
     with caplog.at_level(logging.WARNING, logger="edge_rl"):
         thread.start()
-        deadline = time.monotonic() + 20
-        while node.rc.rejected == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: node.rc.rejected > 0, 20, "the bad control's rejection", 0.01)
         assert node.rc.rejected == 1 and node.env_steps == 0  # ignored: still waiting
         grant_run(client, topics, "a0", node.session)  # a good control, and credit
         thread.join(60)
     assert not thread.is_alive()
 
-    deadline = time.monotonic() + 5
-    while not any(s.state == "stopped" for s in statuses) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: any(s.state == "stopped" for s in statuses), 5, "the stopped status", 0.01)
     final = [s for s in statuses if s.state == "stopped"][-1]
     assert final.env_steps == 400  # the bad control message did not stop the run
     assert final.control_rejected == 1

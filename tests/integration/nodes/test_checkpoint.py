@@ -9,7 +9,6 @@ import dataclasses
 import json
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from edge_rl.learner.checkpoint import Checkpoint, CheckpointError
 from edge_rl.learner.node import LearnerNode
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.transport.memory import MemoryBroker
+from tests.harness.waits import bound, until
 
 sys.path.insert(0, str(Path(__file__).parent))  # its neighbour's config and in-memory run
 from test_nodes_in_memory import run_config, run_in_memory  # noqa: E402
@@ -155,9 +155,7 @@ def test_an_interrupted_run_resumes_to_its_budget_and_versions_go_on(tmp_path):
 
     def stop_at_800(broker, learner):
         def watch():
-            deadline = time.monotonic() + 120
-            while learner.env_steps < 800 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            until(lambda: learner.env_steps >= 800, bound(120), step=0.01)
             learner.stop.event.set()  # what SIGTERM does (durable.StopRequest)
 
         threading.Thread(target=watch, daemon=True).start()

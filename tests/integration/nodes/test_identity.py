@@ -11,11 +11,11 @@ import uuid
 import pytest
 
 from edge_rl.actor.run_control import RunControl
-from edge_rl.agents.dqn.config import DQNConfig
-from edge_rl.config import ExportConfig, FleetConfig, RunConfig
 from edge_rl.learner.fleet.identity import Identities
 from edge_rl.types import ControlMessage, CreditGrant
 from edge_rl.wire.messages import encode_control, encode_credit
+from tests.harness.configs import small_cartpole
+from tests.harness.runs import fleet_and_learner
 
 ME = 4242
 
@@ -121,47 +121,24 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
     second one is refused, says why, and exits with status 3; the run finishes."""
     from edge_rl.broker.config import BrokerAccounts
     from edge_rl.broker.embedded import EmbeddedBroker
-    from edge_rl.learner.node import LearnerNode
-    from edge_rl.sim.fleet import Fleet
-    from edge_rl.transport.mqtt import mqtt_connect
 
     run = f"dup-{uuid.uuid4().hex[:8]}"
-    cfg = RunConfig(
-        env_id="CartPole-v1",
-        run=run,
+    cfg = small_cartpole(
+        run,
         total_env_steps=2_000,
         learning_starts=200,
-        replay_ratio=0.25,
         max_lag_transitions=200,
+        hidden=(16, 16),
+        every_updates=100,
+        sample=50,
         eval_episodes=2,
         select_every=2,
         select_episodes=2,
-        dqn=DQNConfig(hidden=(16, 16), batch_size=32),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=100, calibration_size=50, parity_size=50, min_greedy_agreement=0.0
-        ),
     )
     accounts = BrokerAccounts(actors=("sim-00",), root=cfg.transport.root, run=run)
-    signer, public_key = policy_keys
+    _signer, public_key = policy_keys
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=tmp_path) as broker:
-        fleet = Fleet(
-            1,
-            fast_board,
-            broker.url,
-            cfg.env_id,
-            policy_key=public_key,
-            run=run,
-            log_dir=tmp_path / "fleet",
-            auth=broker.auth,
-        )
-        node = LearnerNode(
-            cfg,
-            mqtt_connect(broker.url, broker.auth("learner")),
-            tmp_path / "run",
-            signer=signer,
-            fleet_alive=fleet.alive,
-        )
+        fleet, node = fleet_and_learner(cfg, broker, 1, fast_board, policy_keys, tmp_path)
         password = broker.auth("sim-00").password_file  # the board's own: the same login
         second = None
 

@@ -19,8 +19,7 @@ import uuid
 import numpy as np
 import pytest
 
-from edge_rl.agents.dqn.config import DQNConfig
-from edge_rl.config import ExportConfig, FleetConfig, RunConfig
+from edge_rl.config import RunConfig
 from edge_rl.learner.node import LearnerNode
 from edge_rl.sim.fleet import Fleet
 from edge_rl.transport.mqtt import mqtt_connect
@@ -28,27 +27,15 @@ from edge_rl.types import TransitionBatch
 from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_TRANSITIONS
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
+from tests.harness.configs import small_cartpole
 
 pytestmark = pytest.mark.slow
 
 
 def tiny_config(run: str) -> RunConfig:
-    return RunConfig(
-        env_id="CartPole-v1",
-        run=run,
-        total_env_steps=3_000,
-        learning_starts=300,
-        replay_ratio=0.25,
-        max_lag_transitions=500,
-        eval_episodes=10,
-        select_every=2,
-        select_episodes=2,
-        # One step per call: the attack fires in the call that starts at update 10.
-        dqn=DQNConfig(hidden=(32, 32), batch_size=32, updates_per_call=1),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=60, calibration_size=100, parity_size=100, min_greedy_agreement=0.0
-        ),
+    # One step per call: the attack fires in the call that starts at update 10.
+    return small_cartpole(
+        run, dqn={"updates_per_call": 1}, eval_episodes=10, select_every=2, select_episodes=2
     )
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.config import FleetConfig
@@ -19,6 +18,7 @@ from edge_rl.types import ControlMessage
 from edge_rl.wire.messages import decode_control, decode_status, encode_control
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
+from tests.harness.waits import wait_for
 from tests.integration.nodes.test_nodes_in_memory import (
     FAST_BOARD,
     RID,
@@ -173,10 +173,11 @@ def test_a_board_that_joins_late_on_a_node_without_retained_messages_trains(tmp_
         runner = threading.Thread(target=lambda: result.update(learner.run()), daemon=True)
         runner.start()
         control = Topics(cfg.transport.root, cfg.run).control
-        deadline = time.monotonic() + 300  # the learner's start: TensorFlow on a busy machine
-        while not any(t == control for t, _, _ in list(broker.published)):
-            assert time.monotonic() < deadline, "the learner sent no control"
-            time.sleep(0.05)
+        wait_for(  # the learner's start: TensorFlow on a busy machine
+            lambda: any(t == control for t, _, _ in list(broker.published)),
+            300,
+            "the learner's control",
+        )
         assert broker.wait_idle(WAIT_S)  # the learner's control is out, to no one
         opts = ActorOptions(
             "a0", cfg.env_id, broker.url, run=cfg.run, seed=3, policy_key=str(public_key)
@@ -186,10 +187,8 @@ def test_a_board_that_joins_late_on_a_node_without_retained_messages_trains(tmp_
         thread.start()
         runner.join(600)
         assert not runner.is_alive(), "the run did not end"
-        deadline = time.monotonic() + WAIT_S
-        while actor.rc.state != "serving" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert actor.rc.state == "serving"  # the final control, live
+        # The final control, live.
+        wait_for(lambda: actor.rc.state == "serving", WAIT_S, "the board serving", 0.01)
         actor.stop()
         thread.join(WAIT_S)
     finally:

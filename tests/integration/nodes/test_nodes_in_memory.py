@@ -8,12 +8,10 @@ import dataclasses
 import json
 import math
 import threading
-import time
 
 from edge_rl.actor.node import ActorNode, ActorOptions
-from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.boards import BoardConfig
-from edge_rl.config import ExportConfig, FleetConfig, RunConfig
+from edge_rl.config import FleetConfig, RunConfig
 from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.learner.node import LearnerNode
 from edge_rl.transport.memory import MemoryBroker
@@ -22,30 +20,28 @@ from edge_rl.wire.messages import decode_control, decode_credit, encode_control,
 from edge_rl.wire.policy import decode_policy, encode_policy
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions, peek_count
+from tests.harness.cartpole_policies import cartpole_manifest
+from tests.harness.configs import small_cartpole
+from tests.harness.waits import wait_for
 
 WAIT_S = 10.0
 
 
 def run_config(run: str, **kw) -> RunConfig:
     base = dict(
-        env_id="CartPole-v1",
-        run=run,
         total_env_steps=1_200,
         learning_starts=200,
-        replay_ratio=0.25,
         max_lag_transitions=300,
+        hidden=(16, 16),
+        # One step per call: these tests count updates by calls (checkpoints, exports).
+        dqn={"updates_per_call": 1},
+        every_updates=40,
+        sample=50,
         eval_episodes=2,
         select_every=2,
         select_episodes=2,
-        # One step per call: these tests count updates by calls (checkpoints, exports).
-        dqn=DQNConfig(hidden=(16, 16), batch_size=32, updates_per_call=1),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
-            every_updates=40, calibration_size=50, parity_size=50, min_greedy_agreement=0.0
-        ),
     )
-    base.update(kw)
-    return RunConfig(**base)
+    return small_cartpole(run, **{**base, **kw})
 
 
 # --- FleetControl: statuses in, control and credit out ---------------------------------
@@ -472,10 +468,8 @@ def run_in_memory(
         summary = learner.run()
         # Serving the result, or holding for a resume: no control message ends an actor.
         told = "paused" if summary["interrupted"] else "serving"
-        deadline = time.monotonic() + WAIT_S
-        while actor.rc.state != told and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert actor.rc.state == told and thread.is_alive()
+        wait_for(lambda: actor.rc.state == told, WAIT_S, f"the board {told}", 0.01)
+        assert thread.is_alive()
         actor.stop()  # what its SIGTERM does
         thread.join(WAIT_S)
         assert not thread.is_alive(), "the actor did not stop on SIGTERM"
@@ -587,29 +581,12 @@ def fake_published(version: int):
 
 def old_policy(run: str, signer) -> bytes:
     """A policy an earlier start of run ``run`` left retained: version 50, same key."""
-    import hashlib
 
-    from edge_rl.specs import EnvSpec
-    from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+    from edge_rl.types import PolicyBundle
 
     model = b"an earlier run's model"
-    m = PolicyManifest(
-        policy_version=50,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=EnvSpec(obs_shape=(4,), num_actions=2),
-        precision="int8",
-        input_quant=QuantParams("float32", 0.0, 0),
-        output_quant=QuantParams("float32", 0.0, 0),
-        obs_mean=(0.0,) * 4,
-        obs_std=(1.0,) * 4,
-        exploration={"epsilon": 0.0},
-        learner_step=9,
-        model_sha256=hashlib.sha256(model).hexdigest(),
-        model_size=len(model),
-        codec="none",
-        run=run,
-        run_id="an-earlier-start",
+    m = cartpole_manifest(
+        model, version=50, codec="none", run=run, run_id="an-earlier-start", learner_step=9
     )
     return encode_policy(PolicyBundle(m, model), signer)
 

@@ -5,7 +5,6 @@ target serves the target's policy, not the run's, and refuses nothing as ``wrong
 from __future__ import annotations
 
 import threading
-import time
 
 from edge_rl.actor.node import ActorNode, ActorOptions
 from edge_rl.boards import BoardConfig
@@ -16,6 +15,7 @@ from edge_rl.wire.policy import decode_policy, encode_policy
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from tests.harness.cartpole_policies import MODELS, policy_bundle
+from tests.harness.waits import wait_for
 
 RUN, START = "restart-mid-rollout", "served-start"
 WAIT_S = 20.0
@@ -45,10 +45,12 @@ def test_a_restarted_board_serves_its_retained_target(tmp_path):
     thread = threading.Thread(target=actor.run, name="actor", daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + WAIT_S
-        while actor.slot.version != 4:
-            assert time.monotonic() < deadline, f"serves v{actor.slot.version}"
-            time.sleep(0.02)
+        wait_for(
+            lambda: actor.slot.version == 4,
+            WAIT_S,
+            "v4 served",
+            detail=lambda: f"serves v{actor.slot.version}",
+        )
         assert actor.slot.digest == digest and actor.rc.state == "serving"
         assert actor.slot.rejected["wrong_run"] == 0 and actor.slot.failed == 0
     finally:

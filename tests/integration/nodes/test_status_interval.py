@@ -15,6 +15,7 @@ from edge_rl.transport.memory import MemoryBroker
 from edge_rl.types import ControlMessage
 from edge_rl.wire.messages import decode_status, encode_control
 from edge_rl.wire.topics import Topics
+from tests.harness.waits import wait_for
 
 RUN, RUN_ID = "every", "every-start"
 TOPICS = Topics("edge-rl", RUN)
@@ -61,12 +62,9 @@ def statuses_in(seconds: float, stated: float, public_key: str) -> int:
     waits for credit, under a control that states ``stated``."""
     broker, _learner, node, seen, thread = actor_under_control(stated, 0.05, public_key)
     try:
-        deadline = time.monotonic() + 30
-        while "paused" not in seen and time.monotonic() < deadline:  # joined, no credit
-            time.sleep(0.01)
-        assert "paused" in seen
+        wait_for(lambda: "paused" in seen, 30, "a paused status (joined, no credit)", 0.01)
         first = len(seen)
-        time.sleep(seconds)
+        time.sleep(seconds)  # the window whose statuses are counted
         return len(seen) - first
     finally:
         node.stop()
@@ -100,16 +98,11 @@ def test_a_board_says_paused_at_once_not_at_its_next_status(policy_keys):
     _signer, public_key = policy_keys
     broker, learner, node, seen, thread = actor_under_control(0.0, 30.0, str(public_key))
     try:
-        deadline = time.monotonic() + 30
-        while len(seen) < 2 and time.monotonic() < deadline:  # "starting", then joined
-            time.sleep(0.01)
-        assert len(seen) >= 2, seen
+        wait_for(lambda: len(seen) >= 2, 30, "'starting', then a joined status", 0.01)
         before = len(seen)
         paused = ControlMessage("paused", RUN_ID, "the learner was interrupted")
         learner.publish(TOPICS.control, encode_control(paused), retain=True)
-        deadline = time.monotonic() + 5
-        while len(seen) == before and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: len(seen) > before, 5, "a status after the pause", 0.01)
         assert seen[before:] == ["paused"], seen
     finally:
         node.stop()

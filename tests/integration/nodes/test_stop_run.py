@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -20,6 +19,7 @@ from edge_rl.types import ActorStatus, ControlMessage
 from edge_rl.wire.messages import decode_control, encode_control
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
+from tests.harness.waits import wait_for
 
 TOPICS = Topics("edge-rl", "stop-test")
 WAIT_S = 10.0
@@ -90,10 +90,7 @@ def board(tmp_path):
         assert learner.wait_connected(WAIT_S)
         learner.publish(TOPICS.control, encode_control(ControlMessage("paused", "r5")))
         learner.stop()
-        deadline = time.monotonic() + WAIT_S
-        while actor.rc.run_id != "r5":
-            assert time.monotonic() < deadline, "the board did not join r5"
-            time.sleep(0.01)
+        wait_for(lambda: actor.rc.run_id == "r5", WAIT_S, "the board joining r5", 0.01)
         assert broker.wait_idle(WAIT_S) and TOPICS.control not in broker.retained
         yield broker, actor
     finally:
@@ -106,10 +103,7 @@ def test_with_no_retained_control_the_boards_name_the_run_start_and_it_stops(boa
     broker, actor = board
     ended = stop_run(broker.connect, TOPICS, wait_s=1.0)
     assert ended == ControlMessage("stopped", "r5", "edge-rl stop")
-    deadline = time.monotonic() + WAIT_S
-    while actor.rc.state != "stopped":
-        assert time.monotonic() < deadline, "the board did not stop"
-        time.sleep(0.01)
+    wait_for(lambda: actor.rc.state == "stopped", WAIT_S, "the board stopped", 0.01)
     assert actor.rc.run_id == "r5"
 
 
@@ -178,9 +172,6 @@ def test_the_command_stops_the_run_start_its_run_directory_names(
     probe = mqtt_client_factory(mosquitto)
     probe.on_message = lambda _c, _u, m: heard.append(m.payload)
     probe.subscribe(topics.control, qos=1)
-    deadline = time.monotonic() + WAIT_S
-    while not heard:
-        assert time.monotonic() < deadline, "no retained control"
-        time.sleep(0.05)
+    wait_for(lambda: bool(heard), WAIT_S, "the retained control")
     assert decode_control(heard[0]) == ControlMessage("stopped", "r9", "edge-rl stop")
     probe.publish(topics.control, b"", qos=1, retain=True).wait_for_publish(5)

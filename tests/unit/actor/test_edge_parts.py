@@ -10,10 +10,10 @@ import pytest
 from edge_rl.actor import batching
 from edge_rl.actor.batching import Batcher, Spool
 from edge_rl.actor.emulation import Throttle
-from edge_rl.actor.exploration import epsilon_greedy, random_action
 from edge_rl.boards import load_board
 from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
+from tests.harness.exploration import epsilon_greedy, random_action
 from tests.harness.paths import REPO
 
 
@@ -151,7 +151,7 @@ def test_env_factory_forms():
 
 
 def test_gaussian_exploration_is_scaled_and_clipped():
-    from edge_rl.actor.exploration import gaussian
+    from tests.harness.exploration import gaussian
 
     rng = np.random.default_rng(0)
     box = EnvSpec(obs_shape=(3,), action_shape=(2,), action_low=(-2, 0), action_high=(2, 1))

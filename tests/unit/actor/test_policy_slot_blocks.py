@@ -6,8 +6,6 @@ bundle exactly as PolicyPackager does; the slot is what every actor runs on rece
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from edge_rl.actor.policy_slot import PolicySlot
@@ -18,8 +16,9 @@ from edge_rl.export.regions import weight_regions
 from edge_rl.export.tflite import export_policy
 from edge_rl.runtime.litert import TFLitePolicy
 from edge_rl.specs import EnvSpec
-from edge_rl.types import PolicyBundle, PolicyManifest
+from edge_rl.types import PolicyBundle
 from edge_rl.wire.policy import compress_model, encode_policy
+from tests.harness.cartpole_policies import cartpole_manifest
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 
@@ -33,24 +32,7 @@ def test_slot_loads_a_blocks_coded_gst_policy(policy_keys) -> None:
     exported = export_policy(net, obs, "int8", per_channel=False)
     payload = compress_model(exported.tflite, "blocks", weight_regions(exported.tflite))
     assert len(payload) < len(compress_model(exported.tflite, "zlib"))
-    manifest = PolicyManifest(
-        policy_version=1,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=CARTPOLE,
-        precision="int8",
-        input_quant=exported.input_quant,
-        output_quant=exported.output_quant,
-        obs_mean=exported.obs_mean,
-        obs_std=exported.obs_std,
-        exploration={"epsilon": 0.1},
-        learner_step=0,
-        model_sha256=hashlib.sha256(exported.tflite).hexdigest(),
-        model_size=len(exported.tflite),
-        codec="blocks",
-        run="r1",
-        run_id="s1",
-    )
+    manifest = cartpole_manifest(exported.tflite, exported, epsilon=0.1, codec="blocks")
     slot = PolicySlot(CARTPOLE, signer.verifier(), run="r1", run_id="s1")
     loaded = slot.load(encode_policy(PolicyBundle(manifest, payload), signer))
     assert loaded.manifest.codec == "blocks" and not slot.rejected

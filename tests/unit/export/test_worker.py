@@ -11,7 +11,6 @@ import sys
 import textwrap
 import time
 import warnings
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -28,26 +27,16 @@ from edge_rl.export.worker import (
     default_worker,
     shutdown,
 )
-
-
-def _alive(pid: int) -> bool:
-    """Running or sleeping; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
+from tests.harness.procs import alive
+from tests.harness.waits import bound, until
 
 
 def _until(done, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return done()
+    return until(done, bound(seconds))
 
 
 def _until_gone(pid: int, seconds: float = 30.0) -> bool:
-    return _until(lambda: not _alive(pid), seconds)
+    return _until(lambda: not alive(pid), seconds)
 
 
 def _obs(n: int, seed: int) -> np.ndarray:
@@ -106,7 +95,7 @@ def test_a_worker_that_dies_mid_call_raises_and_is_replaced(worker: ExportWorker
     first = worker.call(os.getpid)
     with pytest.raises(WorkerDied, match="exit 3"):
         worker.call(os._exit, 3)
-    assert not _alive(first)
+    assert not alive(first)
     second = worker.call(os.getpid)
     assert second != first and worker.starts == 2
 
@@ -126,7 +115,7 @@ def test_a_hung_call_is_bounded_and_the_worker_replaced(worker: ExportWorker) ->
     first = worker.call(os.getpid)
     with pytest.raises(TimeoutError):
         worker.call(time.sleep, 600, timeout=1.0)
-    assert not _alive(first)
+    assert not alive(first)
     assert worker.call(os.getpid) != first
 
 
@@ -220,7 +209,7 @@ def test_the_worker_exits_when_its_parent_is_killed() -> None:
     finally:
         parent.kill()
         parent.wait(5)
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -251,7 +240,7 @@ def test_the_worker_exits_when_its_parent_is_killed_during_a_call() -> None:
     finally:
         parent.kill()
         parent.wait(5)
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 

@@ -20,29 +20,15 @@ from edge_rl.types import TransitionBatch
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import decode_transitions, encode_transitions
+from tests.harness.batches import small_batch
 
 SPEC = EnvSpec(obs_shape=(2,), num_actions=3)
 TOPICS = Topics("edge-rl", "parts")
 RUN_ID = "5f0c2a9e71b3d846"
 
 
-def batch(actor="a", session=1, seq=0, n=4, version=0, reward=1.0, done_at=(), run_id=RUN_ID):
-    obs = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
-    term = np.zeros(n, bool)
-    term[list(done_at)] = True
-    return TransitionBatch(
-        actor,
-        session,
-        seq,
-        version,
-        obs,
-        np.arange(n, dtype=np.int64) % 3,
-        np.full(n, reward, np.float32),
-        obs + 1,
-        term,
-        np.zeros(n, bool),
-        run_id,
-    )
+def batch(run_id: str = RUN_ID, **fields) -> TransitionBatch:
+    return small_batch(run_id=run_id, **fields)
 
 
 def validator(latest=3, lag=None, run_id=RUN_ID) -> Validator:

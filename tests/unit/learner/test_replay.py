@@ -9,30 +9,15 @@ from edge_rl.learner.ingest.dedup import SeqTracker
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.specs import EnvSpec
-from edge_rl.types import TransitionBatch
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
+from tests.harness.batches import small_batch
 
 SPEC = EnvSpec(obs_shape=(2,), num_actions=3)
 TOPICS = Topics("edge-rl", "t")
 
 
-def batch(actor="a", session=1, seq=0, n=4, version=0, start=0.0, done_at=(), reward=1.0):
-    obs = (start + np.arange(n * 2, dtype=np.float32)).reshape(n, 2)
-    term = np.zeros(n, bool)
-    term[list(done_at)] = True
-    return TransitionBatch(
-        actor,
-        session,
-        seq,
-        version,
-        obs,
-        np.arange(n, dtype=np.int64) % 3,
-        np.full(n, reward, np.float32),
-        obs + 1,
-        term,
-        np.zeros(n, bool),
-    )
+batch = small_batch
 
 
 def test_ring_buffer_wraps_and_keeps_the_newest():

@@ -13,6 +13,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from edge_rl.transport.backoff import Backoff
 from edge_rl.transport.mqtt import MqttTransport
+from tests.harness.waits import bound, until
 
 REFUSED = ReasonCode(PacketTypes.SUBACK, identifier=0x80)
 GRANTED = ReasonCode(PacketTypes.SUBACK, identifier=1)
@@ -36,10 +37,7 @@ def transport(monkeypatch) -> tuple[MqttTransport, list[str]]:
 
 
 def _until(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return predicate()
+    return until(predicate, bound(timeout), step=0.01)
 
 
 def test_a_refusal_is_retried_until_granted(monkeypatch) -> None:
@@ -50,7 +48,7 @@ def test_a_refusal_is_retried_until_granted(monkeypatch) -> None:
     t._on_subscribe(None, None, 2, [REFUSED], None)
     assert _until(lambda: len(sent) == 3) and t.subscribe_failures == 2
     t._on_subscribe(None, None, 3, [GRANTED], None)
-    time.sleep(0.1)
+    time.sleep(0.1)  # a retry that was not to come: five backoffs (at most 0.02 s) long
     assert len(sent) == 3 and t._sub_attempts == {}
 
 
@@ -61,6 +59,6 @@ def test_a_brokers_own_topics_and_a_lost_connection_are_not_retried(monkeypatch)
     t._subscribe("edge-rl/r/policy", 1)
     t._connected.clear()  # the connection went: the next one subscribes anew
     t._on_subscribe(None, None, 2, [REFUSED], None)
-    time.sleep(0.2)
+    time.sleep(0.2)  # retries that were not to come: ten backoffs (at most 0.02 s) long
     assert sent == ["$SYS/broker/publish/messages/dropped", "edge-rl/r/policy"]
     assert t.subscribe_failures == 1

@@ -7,7 +7,6 @@ LiteRT, as every actor does on receipt.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import struct
@@ -18,10 +17,11 @@ import pytest
 from edge_rl.actor.policy_slot import PolicySlot
 from edge_rl.export.tflite import export_policy
 from edge_rl.specs import EnvSpec
-from edge_rl.types import PolicyBundle, PolicyManifest, QuantParams
+from edge_rl.types import PolicyBundle, PolicyManifest
 from edge_rl.wire.envelope import MAGIC_POLICY, MAGIC_TRANSITIONS, SCHEMA_VERSION, CodecError, pack
 from edge_rl.wire.policy import compress_model, decode_policy, encode_policy, manifest_to_dict
 from edge_rl.wire.signing import Signer, Verifier
+from tests.harness.cartpole_policies import cartpole_manifest
 
 CARTPOLE = EnvSpec(obs_shape=(4,), num_actions=2)
 PENDULUM = EnvSpec(obs_shape=(3,), action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
@@ -30,26 +30,8 @@ OTHER = Signer.generate()
 
 
 def manifest(model: bytes = b"model", **override) -> PolicyManifest:
-    fields = dict(
-        policy_version=4,
-        algo="dqn",
-        env_id="CartPole-v1",
-        env_spec=CARTPOLE,
-        precision="int8",
-        input_quant=QuantParams("float32", 0.0, 0),
-        output_quant=QuantParams("float32", 0.0, 0),
-        obs_mean=(0.0,) * 4,
-        obs_std=(1.0,) * 4,
-        exploration={"epsilon": 0.05},
-        learner_step=1000,
-        model_sha256=hashlib.sha256(model).hexdigest(),
-        model_size=len(model),
-        codec="none",
-        run="r1",
-        run_id="s1",
-    )
-    fields.update(override)
-    return PolicyManifest(**fields)
+    fields = dict(version=4, epsilon=0.05, codec="none", learner_step=1000)
+    return cartpole_manifest(model, **{**fields, **override})
 
 
 def signed_header(payload_header: dict, body: bytes = b"model", signer: Signer = SIGNER) -> bytes:

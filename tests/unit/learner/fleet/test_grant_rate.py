@@ -15,6 +15,7 @@ from edge_rl.learner.fleet.shares import held_at_most
 from edge_rl.types import ActorStatus
 from edge_rl.wire.messages import decode_credit, encode_status
 from edge_rl.wire.topics import Topics
+from tests.harness.waits import wait_for
 
 RUN_ID = "r-start"
 TOPICS = Topics("edge-rl", "rate")
@@ -66,12 +67,13 @@ def test_new_sessions_get_their_grant_at_once_and_more_credit_waits_its_turn():
     more = sum(sent.values()) - 300
     assert 0 < more <= 50 + refilled + 1  # the burst (half a second of 100/s) and the refill
     assert more < 300  # however slow this machine: not every actor's
+
     # Oldest first: in time every actor gets its larger grant.
-    deadline = time.monotonic() + 20
-    while min(sent.values()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    def resent() -> bool:  # each round, the bucket's refill goes out
         fleet.send("running", updates=10_000)
-    assert min(sent.values()) >= 2
+        return min(sent.values()) >= 2
+
+    wait_for(resent, 20, "every actor's larger grant")
 
 
 def test_without_a_bound_every_changed_grant_goes_every_round():
