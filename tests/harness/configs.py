@@ -27,8 +27,9 @@ def small_cartpole(
     updates at a quarter of the env steps (``replay_ratio``), and no fleet
     of its own (the test brings its boards); an int8 export every ``every_updates`` updates,
     calibrated and checked on ``sample`` observations, each published (no parity gate).
-    ``dqn``: other ``DQNConfig`` fields; ``fields``: any other ``RunConfig`` field."""
-    return RunConfig(
+    ``dqn``: other ``DQNConfig`` fields; ``fields``: any other ``RunConfig`` field, or a
+    whole section (``fleet=FleetConfig(...)``) in place of this one's."""
+    made: dict[str, Any] = dict(
         env_id=env_id,
         run=run,
         total_env_steps=total_env_steps,
@@ -43,5 +44,5 @@ def small_cartpole(
             parity_size=sample,
             min_greedy_agreement=0.0,
         ),
-        **fields,
     )
+    return RunConfig(**{**made, **fields})  # a section in ``fields`` replaces this one
