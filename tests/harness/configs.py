@@ -24,21 +24,22 @@ def small_cartpole(
     """CartPole DQN with small networks, updates at a quarter of the env steps, and no fleet
     of its own (the test brings its boards); an int8 export every ``every_updates`` updates,
     calibrated and checked on ``sample`` observations, each published (no parity gate).
-    ``dqn``: other ``DQNConfig`` fields; ``fields``: any other ``RunConfig`` field."""
-    return RunConfig(
-        env_id="CartPole-v1",
-        run=run,
-        total_env_steps=total_env_steps,
-        learning_starts=learning_starts,
-        replay_ratio=0.25,
-        max_lag_transitions=max_lag_transitions,
-        dqn=DQNConfig(hidden=hidden, batch_size=32, **(dqn or {})),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
+    ``dqn``: other ``DQNConfig`` fields; ``fields``: any ``RunConfig`` field, these
+    included (e.g. ``fleet``, ``replay_ratio``, or ``env_id`` with ``algo``)."""
+    given: dict[str, Any] = {
+        "env_id": "CartPole-v1",
+        "run": run,
+        "total_env_steps": total_env_steps,
+        "learning_starts": learning_starts,
+        "replay_ratio": 0.25,
+        "max_lag_transitions": max_lag_transitions,
+        "dqn": DQNConfig(hidden=hidden, batch_size=32, **(dqn or {})),
+        "fleet": FleetConfig(actors=0),
+        "export": ExportConfig(
             every_updates=every_updates,
             calibration_size=sample,
             parity_size=sample,
             min_greedy_agreement=0.0,
         ),
-        **fields,
-    )
+    }
+    return RunConfig(**{**given, **fields})
