@@ -12,8 +12,6 @@ from edge_rl.config import ExportConfig, FleetConfig, RunConfig
 def small_cartpole(
     run: str,
     *,
-    env_id: str = "CartPole-v1",
-    replay_ratio: float = 0.25,
     total_env_steps: int = 3_000,
     learning_starts: int = 300,
     max_lag_transitions: int = 500,
@@ -23,26 +21,25 @@ def small_cartpole(
     sample: int = 100,
     **fields: Any,
 ) -> RunConfig:
-    """CartPole DQN (or ``env_id``, with ``algo`` in ``fields``) with small networks,
-    updates at a quarter of the env steps (``replay_ratio``), and no fleet
+    """CartPole DQN with small networks, updates at a quarter of the env steps, and no fleet
     of its own (the test brings its boards); an int8 export every ``every_updates`` updates,
     calibrated and checked on ``sample`` observations, each published (no parity gate).
-    ``dqn``: other ``DQNConfig`` fields; ``fields``: any other ``RunConfig`` field, or a
-    whole section (``fleet=FleetConfig(...)``) in place of this one's."""
-    made: dict[str, Any] = dict(
-        env_id=env_id,
-        run=run,
-        total_env_steps=total_env_steps,
-        learning_starts=learning_starts,
-        replay_ratio=replay_ratio,
-        max_lag_transitions=max_lag_transitions,
-        dqn=DQNConfig(hidden=hidden, batch_size=32, **(dqn or {})),
-        fleet=FleetConfig(actors=0),
-        export=ExportConfig(
+    ``dqn``: other ``DQNConfig`` fields; ``fields``: any ``RunConfig`` field, these
+    included (e.g. ``fleet``, ``replay_ratio``, or ``env_id`` with ``algo``)."""
+    given: dict[str, Any] = {
+        "env_id": "CartPole-v1",
+        "run": run,
+        "total_env_steps": total_env_steps,
+        "learning_starts": learning_starts,
+        "replay_ratio": 0.25,
+        "max_lag_transitions": max_lag_transitions,
+        "dqn": DQNConfig(hidden=hidden, batch_size=32, **(dqn or {})),
+        "fleet": FleetConfig(actors=0),
+        "export": ExportConfig(
             every_updates=every_updates,
             calibration_size=sample,
             parity_size=sample,
             min_greedy_agreement=0.0,
         ),
-    )
-    return RunConfig(**{**made, **fields})  # a section in ``fields`` replaces this one
+    }
+    return RunConfig(**{**given, **fields})

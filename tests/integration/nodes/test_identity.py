@@ -16,6 +16,7 @@ from edge_rl.types import ControlMessage, CreditGrant
 from edge_rl.wire.messages import encode_control, encode_credit
 from tests.harness.configs import small_cartpole
 from tests.harness.runs import fleet_and_learner
+from tests.harness.waits import bound
 
 ME = 4242
 
@@ -181,7 +182,7 @@ def test_a_second_actor_process_with_the_same_id_exits_and_the_run_completes(
             fleet.stop()
         assert second is not None
         try:
-            out, _ = second.communicate(timeout=60)
+            out, _ = second.communicate(timeout=bound(60))
         finally:
             second.kill()
     assert second.returncode == 3, out
