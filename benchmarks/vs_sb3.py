@@ -437,8 +437,8 @@ def run_pair(pair: Pair, out: Path, sb3_python: Path | None, threads: int) -> di
     edge_cmd = [EDGE_RL, "learn", "--config", str(cfg_path), "--out", str(run_dir)]
     sides = {"edge-rl": (edge_cmd, out / "edge-rl.log")}
     spec_path, result_path = out / "sb3-spec.json", out / "sb3-result.json"
+    spec_path.write_text(json.dumps(pair.sb3_spec, indent=1))  # SB3's work, run or not
     if sb3_python is not None:
-        spec_path.write_text(json.dumps(pair.sb3_spec, indent=1))
         sb3_cmd = [str(sb3_python), str(SB3_SIDE), str(spec_path), str(result_path)]
         sides["sb3"] = (sb3_cmd, out / "sb3.log")
     measured = run_together(sides, thread_env(threads))
