@@ -62,9 +62,9 @@ def mean_over_steps(
     on the call's batch ``columns`` (``[k * b, ...]`` each, ``k = per_call``); the means over
     those steps of its two scalar outputs (a loss and a mean Q).
 
-    A tf.while_loop on
-    a tensor condition: its trace does not grow with k (~3 s instead of ~25 s at k = 16 for
-    TD3, benchmarks/td3_learner.py), and XLA compiles it once for every step count. Not
+    A tf.while_loop on a tensor condition: its trace does not grow with k (~3 s instead
+    of ~25 s at k = 16 for TD3, benchmarks/td3_learner.py), and XLA compiles it once for
+    every step count. Not
     ``for i in tf.range(steps)``: XLA needs a Range's limit at compile time, so that form
     compiles the whole update again for every step count a call asks for.
     """
