@@ -29,6 +29,11 @@ from edge_rl.sim.boards_file import BoardEntry, write_boards_file
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN
 
+# How long a SIGTERM'd actor process has before SIGKILL. A board's own shutdown is bounded
+# by 10 s of flushing its spool and 5 s for its ``stopped`` status (actor/node.py); a
+# group's boards do theirs at once. Killed sooner, its boards' last wills say ``offline``.
+STOP_GRACE_S = 30.0
+
 log = logging.getLogger(__name__)
 
 
@@ -185,7 +190,7 @@ class Fleet:
             time.sleep(0.1)
         return not self.alive()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = STOP_GRACE_S) -> None:
         """SIGTERM to each actor (it flushes, says ``stopped`` and exits: no control message
         ends an actor), then SIGKILL to any left after ``timeout``."""
         for p in self.procs:

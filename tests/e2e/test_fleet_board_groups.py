@@ -79,5 +79,6 @@ def test_fifty_boards_in_two_processes_are_fifty_actors(tmp_path, mosquitto_avai
 
             assert wait(lambda: offline() == mine, 60), (sorted(offline() ^ mine), "differ")
         # The other process stopped on SIGTERM: its boards each said goodbye.
+        assert fleet.exit_codes()[1] == 0, "the SIGTERM'd group was killed, not stopped"
         states = {a: s.state for a, s in cp.statuses_now().items()}
         assert {states[a] for a in set(ids) - mine} == {"stopped"}
