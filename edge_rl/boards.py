@@ -131,6 +131,12 @@ class BoardConfig:
 
 BOARDS_DIR = Path(__file__).resolve().parent / "firmware_configs"
 
+# What every board promises when told to stop (SIGTERM): at most STOP_FLUSH_S sending what
+# it has batched and spooled, then at most STOP_STATUS_S for its ``stopped`` status
+# (actor/node.py). Whoever stops boards waits longer than that before a kill (sim/fleet.py).
+STOP_FLUSH_S = 10.0
+STOP_STATUS_S = 5.0
+
 
 def board_file(board: str) -> Path:
     """``rpi4`` -> the shipped ``edge_rl/firmware_configs/rpi4.yaml``; a path stays as it is."""

@@ -58,7 +58,7 @@ from edge_rl.actor.policy_slot import LoadedPolicy, PolicySlot
 from edge_rl.actor.run_control import RunControl
 from edge_rl.actor.serving import ServedReturns
 from edge_rl.actor.shared_models import SharedModels
-from edge_rl.boards import BoardConfig
+from edge_rl.boards import STOP_FLUSH_S, STOP_STATUS_S, BoardConfig
 from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.breakdown import LapClock
@@ -465,13 +465,13 @@ class ActorNode:
             return
         self._ship(self.batcher.take())
         lap("publish")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + STOP_FLUSH_S
         while len(self.spool) and time.monotonic() < deadline:
             self._wait(0.05)
             lap("idle")
             self._ship(None)
             lap("publish")
-        self._publish_status("stopped", wait=5.0)  # its breakdown ends at the last lap
+        self._publish_status("stopped", wait=STOP_STATUS_S)  # its breakdown ends at the last lap
         self.slot.stop()
         self.transport.stop()
         self.env.close()

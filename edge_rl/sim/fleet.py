@@ -24,15 +24,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from edge_rl.boards import STOP_FLUSH_S, STOP_STATUS_S
 from edge_rl.broker.executables import die_with_parent
 from edge_rl.sim.boards_file import BoardEntry, write_boards_file
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN
 
-# How long a SIGTERM'd actor process has before SIGKILL. A board's own shutdown is bounded
-# by 10 s of flushing its spool and 5 s for its ``stopped`` status (actor/node.py); a
-# group's boards do theirs at once. Killed sooner, its boards' last wills say ``offline``.
-STOP_GRACE_S = 30.0
+# How long a SIGTERM'd actor process has before SIGKILL: a board's own bounded shutdown (a
+# group's boards do theirs at once), then its disconnect, with room for a loaded host.
+# Killed sooner, its boards' last wills say ``offline`` instead of ``stopped``.
+STOP_GRACE_S = 2 * (STOP_FLUSH_S + STOP_STATUS_S)
 
 log = logging.getLogger(__name__)
 
