@@ -64,9 +64,9 @@ def mean_over_steps(
 
     A tf.while_loop on a tensor condition: its trace does not grow with k (~3 s instead
     of ~25 s at k = 16 for TD3, benchmarks/td3_learner.py), and XLA compiles it once for
-    every step count. Not
-    ``for i in tf.range(steps)``: XLA needs a Range's limit at compile time, so that form
-    compiles the whole update again for every step count a call asks for.
+    every step count. Not ``for i in tf.range(steps)``: XLA needs a Range's limit at
+    compile time, so that form compiles the whole update again for every step count a
+    call asks for.
     """
 
     minibatches = split_minibatches(columns, per_call)  # [k, b, ...] each
