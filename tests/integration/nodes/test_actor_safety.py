@@ -1,0 +1,77 @@
+"""The safety shield in a real ActorNode: random exploration over Pendulum's whole action
+range, a board file that allows a small part of it and a slow rate. The env (a real
+gymnasium env) records what it received; the learner's side decodes what was sent."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from edge_rl.actor.node import ActorNode, ActorOptions
+from edge_rl.boards import BoardConfig, Safety
+from edge_rl.transport.memory import MemoryBroker
+from edge_rl.types import ControlMessage, CreditGrant
+from edge_rl.wire.messages import decode_status, encode_control, encode_credit
+from edge_rl.wire.topics import Topics
+from edge_rl.wire.transitions import decode_transitions
+from tests.harness import robot_envs
+from tests.harness.waits import wait_for
+
+RUN, RUN_ID = "shield", "shield-start"
+STEPS = 1_500
+
+
+def test_the_env_gets_and_the_learner_learns_only_shielded_actions(policy_keys):
+    _, public_key = policy_keys
+    broker = MemoryBroker()
+    topics = Topics("edge-rl", RUN)
+    batches, statuses = [], []
+    learner = broker.connect(
+        "learner",
+        subscriptions=[(topics.transitions("a0"), 1), (topics.status("a0"), 1)],
+        on_message=lambda t, p: (batches if "transitions" in t else statuses).append(p),
+    )
+    learner.start()
+    assert learner.wait_connected(5)
+    safety = Safety(action_low=-0.5, action_high=0.5, max_delta=0.1)
+    board = BoardConfig(board="test-board", batch_size=100, safety=safety)
+    opts = ActorOptions(
+        "a0",
+        "tests.harness.robot_envs:pendulum",
+        "memory://",
+        run=RUN,
+        seed=5,
+        max_env_steps=STEPS,
+        policy_key=str(public_key),
+    )
+    node = ActorNode(board, opts, connect=broker.connect)
+    env = robot_envs.MADE[-1]
+    learner.publish(topics.control, encode_control(ControlMessage("running", RUN_ID)), retain=True)
+    grant = encode_credit(CreditGrant(RUN_ID, node.session, STEPS))
+    learner.publish(topics.credit("a0"), grant, retain=True)
+    thread = threading.Thread(target=node.run, name="actor-under-test", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: not thread.is_alive(), 20, "the actor's steps, then its exit")
+    finally:
+        node.stop()
+        thread.join(10)
+        broker.close()
+
+    got = np.asarray(env.received, np.float64).reshape(-1)
+    assert len(got) == STEPS
+    assert got.min() >= -0.5 and got.max() <= 0.5
+    # From rest (0) after each reset, then within 0.1 of the step before (float32 aside).
+    ends = np.cumsum([200] * (STEPS // 200))  # Pendulum's episodes: 200 steps each
+    before = np.concatenate([[0.0], got[:-1]])
+    before[ends[ends < STEPS]] = 0.0
+    assert np.abs(got - before).max() <= 0.1 + 1e-6
+    # What the learner trains on is what the env got, row for row.
+    sent = [decode_transitions(p, node.spec) for p in batches]
+    sent_actions = np.concatenate([b.action.reshape(-1) for b in sent]).astype(np.float64)
+    assert np.array_equal(sent_actions, got)
+    # Uniform exploration over [-2, 2]: most actions clipped and rate-limited, counted.
+    last = decode_status(statuses[-1])
+    assert last.safety["clipped"] > STEPS // 2 and last.safety["rate_limited"] > STEPS // 2
+    assert "nonfinite" not in last.safety
