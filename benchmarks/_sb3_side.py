@@ -3,12 +3,14 @@
     SB3_VENV/bin/python benchmarks/_sb3_side.py SPEC.json RESULT.json
 
 Runs with the SB3 venv's interpreter (torch, stable-baselines3, gymnasium; no edge-rl, no
-TensorFlow). ``SPEC.json`` (written by ``vs_sb3.py``): ``env_id``, ``algo`` (``dqn`` or
-``td3``), ``total_timesteps``, ``seed``, ``threads``, ``kwargs`` (the algorithm's
+TensorFlow). ``SPEC.json`` (written by ``vs_sb3.py``): ``env_id``, ``algo`` (``dqn``, ``td3`` or
+``sac``), ``total_timesteps``, ``seed``, ``threads``, ``kwargs`` (the algorithm's
 constructor arguments, JSON-able), ``noise_std`` (TD3: Gaussian action noise in SB3's
 scaled [-1, 1] action space, as RL Zoo's ``noise_type: normal``), ``select`` (``null`` or
 ``{"every_steps", "episodes"}``: an ``EvalCallback`` that keeps the best policy, as RL Zoo's
-``--eval-freq``/``--eval-episodes`` do) and ``final_episodes``. ``RESULT.json``: env steps,
+``--eval-freq``/``--eval-episodes`` do), ``final_episodes`` and, for SAC, ``explore``
+(``policy``: SB3's own, a sample of its stochastic policy; ``board``: as edge-rl's boards,
+its deterministic action plus ``noise_std`` Gaussian noise). ``RESULT.json``: env steps,
 gradient updates, the final return (greedy, deterministic) of the kept policy and of the last
 one, and where the wall time went.
 """
@@ -26,7 +28,7 @@ import gymnasium as gym  # noqa: E402 - the import time is part of what is measu
 import numpy as np  # noqa: E402
 import stable_baselines3  # noqa: E402
 import torch  # noqa: E402
-from stable_baselines3 import DQN, TD3  # noqa: E402
+from stable_baselines3 import DQN, SAC, TD3  # noqa: E402
 from stable_baselines3.common.callbacks import BaseCallback, EvalCallback  # noqa: E402
 from stable_baselines3.common.noise import NormalActionNoise  # noqa: E402
 
@@ -103,13 +105,44 @@ class CountedTD3(TD3):
         super().train(gradient_steps, batch_size)
 
 
-def build(spec: dict) -> DQN | TD3:
+class CountedSAC(SAC):
+    """SB3's SAC, counting the gradient steps it trains."""
+
+    updates_done = 0
+
+    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
+        self.updates_done += gradient_steps
+        super().train(gradient_steps, batch_size)
+
+
+class BoardSAC(CountedSAC):
+    """SB3's SAC acting as edge-rl's boards do: the deterministic action (the mean's tanh)
+    plus the action noise, instead of a sample of the policy; the update is SB3's own."""
+
+    def _sample_action(self, learning_starts, action_noise=None, n_envs=1):  # noqa: ANN001
+        if self.num_timesteps < learning_starts:
+            return super()._sample_action(learning_starts, action_noise, n_envs)
+        unscaled, _ = self.predict(self._last_obs, deterministic=True)
+        scaled = self.policy.scale_action(unscaled)
+        if action_noise is not None:
+            scaled = np.clip(scaled + action_noise(), -1, 1)
+        return self.policy.unscale_action(scaled), scaled
+
+
+def build(spec: dict) -> DQN | TD3 | SAC:
     env = gym.make(spec["env_id"])
     kwargs = dict(spec["kwargs"])
     if spec["algo"] == "dqn":
         return CountedDQN("MlpPolicy", env, seed=spec["seed"], device="cpu", verbose=0, **kwargs)
     n = env.action_space.shape[0]
     noise = NormalActionNoise(np.zeros(n), spec["noise_std"] * np.ones(n))
+    if spec["algo"] == "sac":
+        board = spec.get("explore", "policy") == "board"
+        cls, noise = (BoardSAC, noise) if board else (CountedSAC, None)
+        return cls(
+            "MlpPolicy", env, action_noise=noise, seed=spec["seed"], device="cpu", verbose=0,
+            **kwargs,
+        )  # fmt: skip
     return CountedTD3(
         "MlpPolicy", env, action_noise=noise, seed=spec["seed"], device="cpu", verbose=0, **kwargs
     )

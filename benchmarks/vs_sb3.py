@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/vs_sb3.py --tuned              # each side's own settings
     .venv/bin/python benchmarks/vs_sb3.py --tasks cartpole,pendulum --out runs/vs-sb3
     .venv/bin/python benchmarks/vs_sb3.py --quick --tasks cartpole   # smoke run
+    .venv/bin/python benchmarks/vs_sb3.py --tasks pendulum_sac --seeds 0,1,2   # SAC
 
 For each task, edge-rl's side is ``edge-rl learn`` on a config this script writes (the
 example's, adapted), with its embedded broker and simulated fleet: the product path. The
@@ -59,6 +60,8 @@ from typing import Any
 import yaml
 from _common import md_table
 from _proc_cpu import TreeSampler
+
+from edge_rl.agents.sac.config import SACConfig  # a plain dataclass: no TensorFlow import
 
 ROOT = Path(__file__).resolve().parents[1]
 EDGE_RL = str(Path(sys.executable).parent / "edge-rl")
@@ -120,6 +123,8 @@ TASKS = {
     "cartpole": Task("cartpole", "cartpole_dqn", 50_000, 2_000),
     "pendulum": Task("pendulum", "pendulum_td3", 20_000, 1_500),
     "halfcheetah": Task("halfcheetah", "halfcheetah_td3", 40_000, 1_500),
+    "pendulum_sac": Task("pendulum_sac", "pendulum_sac", 20_000, 1_500),
+    "halfcheetah_sac": Task("halfcheetah_sac", "halfcheetah_sac", 40_000, 1_500),
 }
 
 # --quick: small networks and budgets, parity gates that always pass (a smoke run).
@@ -136,6 +141,13 @@ QUICK = {
     },
     "dqn": {"hidden": [32, 32], "updates_per_call": 1, "jit_compile": False},
     "td3": {
+        "actor_hidden": [32, 32],
+        "critic_hidden": [32, 32],
+        "batch_size": 64,
+        "updates_per_call": 1,
+        "jit_compile": False,
+    },
+    "sac": {
         "actor_hidden": [32, 32],
         "critic_hidden": [32, 32],
         "batch_size": 64,
@@ -197,6 +209,8 @@ def sb3_from_edge(cfg: dict) -> dict:
             "exploration_final_eps": d["epsilon_end"],
             "policy_kwargs": {"net_arch": list(d["hidden"])},
         }
+    if cfg["algo"] == "sac":
+        return sac_from_edge(cfg, common)
     t = cfg["td3"]
     lr = t.get("actor_lr", 3e-4)
     if t.get("critic_lr", 3e-4) != lr or cfg["replay_ratio"] != 1.0:
@@ -219,14 +233,38 @@ def sb3_from_edge(cfg: dict) -> dict:
     }
 
 
+def sac_from_edge(cfg: dict, common: dict) -> dict:
+    """SB3's SAC with edge-rl's ``sac:`` settings (SACConfig's defaults where it says
+    nothing: they are SB3's). SB3 explores with its own stochastic policy; ``explore``
+    (``policy``) goes to ``_sb3_side.py``, which can act as edge-rl's boards do instead."""
+    s = SACConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg["sac"].items()})
+    if not s.actor_lr == s.critic_lr == s.alpha_lr or cfg["replay_ratio"] != 1.0:
+        raise SystemExit("like-for-like SAC needs one learning rate and replay_ratio 1")
+    if (s.log_std_min, s.log_std_max) != (-20.0, 2.0):
+        raise SystemExit("like-for-like SAC needs SB3's log-std clip [-20, 2]")
+    return {
+        **common,
+        "learning_rate": s.actor_lr,
+        "batch_size": s.batch_size,
+        "gamma": s.gamma,
+        "tau": s.tau,
+        "ent_coef": f"auto_{s.init_alpha}" if s.autotune else s.init_alpha,
+        "target_entropy": "auto" if s.target_entropy is None else s.target_entropy,
+        "train_freq": 1,
+        "gradient_steps": 1,
+        "noise_std": s.exploration_sigma,
+        "policy_kwargs": {"net_arch": {"pi": list(s.actor_hidden), "qf": list(s.critic_hidden)}},
+    }
+
+
 def quick_sb3(kwargs: dict, edge: dict) -> dict:
     """--quick: SB3's settings shrunk as edge-rl's are (networks, batch, learning start)."""
     algo = edge["algo"]
-    hidden = edge["dqn"]["hidden"] if algo == "dqn" else edge["td3"]["actor_hidden"]
+    hidden = edge["dqn"]["hidden"] if algo == "dqn" else edge[algo]["actor_hidden"]
     out = {**kwargs, "learning_starts": edge["learning_starts"]}
     out["policy_kwargs"] = {"net_arch": list(hidden)}
-    if algo == "td3":
-        out["batch_size"] = edge["td3"]["batch_size"]
+    if algo != "dqn":
+        out["batch_size"] = edge[algo]["batch_size"]
     return out
 
 
@@ -246,11 +284,15 @@ class Pair:
     sb3_spec: dict
 
 
-def make_pair(task: Task, args: argparse.Namespace) -> Pair:
+def make_pair(task: Task, args: argparse.Namespace, seed: int | None = None) -> Pair:
+    """One task's pair; ``seed`` (None: the example's) for both sides."""
     example = yaml.safe_load((ROOT / "examples" / f"{task.example}.yaml").read_text())
-    budget = task.quick_budget if args.quick else task.budget
+    budget = task.quick_budget if args.quick else (args.budget or task.budget)
     edge = merged(example, {"total_env_steps": budget, "eval_episodes": args.episodes})
-    edge["run"] = f"vs-sb3-{task.name}"
+    edge["run"] = f"vs-sb3-{task.name}".replace("_", "-")
+    label = task.name
+    if seed is not None:
+        edge["seed"], edge["run"], label = seed, f"{edge['run']}-s{seed}", f"{task.name} s{seed}"
     if args.quick:
         edge = merged(edge, QUICK)
     env_id, algo = edge["env_id"], edge["algo"]
@@ -279,8 +321,9 @@ def make_pair(task: Task, args: argparse.Namespace) -> Pair:
         "select": select if edge.get("select_every", 0) or args.tuned else None,
         "final_episodes": args.episodes,
         "expected_updates": updates,
+        "explore": args.sb3_sac_explore,  # SAC only: SB3's own policy, or as edge-rl's boards
     }
-    return Pair(task.name, edge, spec)
+    return Pair(label, edge, spec)
 
 
 # ---- SB3's venv -----------------------------------------------------------------------
@@ -452,6 +495,28 @@ def run_pair(pair: Pair, out: Path, sb3_python: Path | None, threads: int) -> di
     return record
 
 
+def run_pairs(pairs: list[Pair], outs: list[Path], sb3_python: Path | None, threads: int) -> list:
+    """``run_pair`` for each pair, all at once; their records in order (SystemExit if any
+    side of any pair failed)."""
+    records: list = [None] * len(pairs)
+
+    def one(i: int) -> None:
+        try:
+            records[i] = run_pair(pairs[i], outs[i], sb3_python, threads)
+        except SystemExit as e:
+            records[i] = e
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(len(pairs))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    failed = [str(r) for r in records if isinstance(r, SystemExit)]
+    if failed:
+        raise SystemExit("; ".join(failed))
+    return records
+
+
 def edge_result(run_dir: Path, measured: Measured) -> dict:
     s = json.loads((run_dir / "summary.json").read_text())
     main = s["runtime_breakdown"]["learner"]["main"]
@@ -553,10 +618,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sb3-venv", type=Path, default=DEFAULT_VENV)
     p.add_argument("--no-sb3-install", action="store_true", help="never build SB3's venv")
     p.add_argument("--no-sb3", action="store_true", help="edge-rl's side only")
+    p.add_argument(
+        "--sb3-sac-explore",
+        choices=["policy", "board"],
+        default="policy",
+        help="SAC: SB3 samples its stochastic policy (policy), or acts as edge-rl's boards "
+        "do, its deterministic action plus the config's Gaussian noise (board)",
+    )
+    p.add_argument("--seeds", default=None, help="e.g. 0,1,2: a pair per seed, run at once")
+    p.add_argument("--budget", type=int, default=None, help="env steps a side (task's default)")
     args = p.parse_args(argv)
     unknown = set(args.tasks.split(",")) - set(TASKS)
     if unknown:
         p.error(f"unknown tasks {sorted(unknown)}; choose from {sorted(TASKS)}")
+    if args.tuned and any(TASKS[t].example.endswith("_sac") for t in args.tasks.split(",")):
+        p.error("--tuned has RL Zoo's DQN and TD3 settings only; run SAC like-for-like")
+    if args.seeds is not None:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
     if args.quick:
         args.episodes = min(args.episodes, 2)
     return args
@@ -578,9 +656,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     records = []
     for name in args.tasks.split(","):
-        pair = make_pair(TASKS[name], args)
-        print(f"{name}: both sides start ({mode}) ...", flush=True)
-        records.append(run_pair(pair, out / name, sb3_python, args.threads))
+        if args.seeds is None:
+            pair = make_pair(TASKS[name], args)
+            print(f"{name}: both sides start ({mode}) ...", flush=True)
+            records.append(run_pair(pair, out / name, sb3_python, args.threads))
+        else:  # every seed's pair at once: the machine's load hits all of them alike
+            pairs = [make_pair(TASKS[name], args, seed) for seed in args.seeds]
+            print(f"{name}: seeds {args.seeds}, all sides start ({mode}) ...", flush=True)
+            records += run_pairs(
+                pairs, [out / name / f"seed-{s}" for s in args.seeds], sb3_python, args.threads
+            )
         # Written after every task: a long run stopped later keeps the tasks done so far.
         text = f"{head}\n{table(records, note)}\n\n{breakdown(records)}\n"
         (out / "table.md").write_text(text)

@@ -9,8 +9,9 @@
 
 Each algorithm's adapter lives in its own folder (``agents/<algo>/adapter.py``) and
 subclasses ``Algo``; ``algo.learner`` is its TensorFlow learner (``DQNLearner``,
-``TD3Learner``). An adapter takes its own config section and an ``AlgoSetup``, never the
-run config: agents/ sits beside config.py in the layers and does not import it.
+``TD3Learner``, ``SACLearner``). An adapter takes its own config section and an
+``AlgoSetup``, never the run config: agents/ sits beside config.py in the layers and does
+not import it.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class Algo:
     output_kind: str  # what the deployed model outputs (manifest.output_kind)
     batch_size: int  # transitions one update() call samples: updates_per_call minibatches
     updates_per_call: int  # the most gradient steps one update() call takes
-    learner: Any  # the TensorFlow learner: DQNLearner | TD3Learner
+    learner: Any  # the TensorFlow learner: DQNLearner | TD3Learner | SACLearner
 
     def __init__(self, setup: AlgoSetup) -> None:
         self.setup = setup

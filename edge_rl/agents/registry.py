@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
+from edge_rl.agents.sac.config import SACConfig
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.specs import EnvSpec
 
@@ -36,6 +37,12 @@ def _td3() -> type[Algo]:
     return TD3Algo
 
 
+def _sac() -> type[Algo]:
+    from edge_rl.agents.sac.adapter import SACAlgo
+
+    return SACAlgo
+
+
 @dataclass(frozen=True)
 class Algorithm:
     name: str  # ``algo:`` in the run config, and the name of its config section
@@ -49,6 +56,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     for a in (
         Algorithm("dqn", DQNConfig, discrete=True, adapter=_dqn),
         Algorithm("td3", TD3Config, discrete=False, adapter=_td3),
+        Algorithm("sac", SACConfig, discrete=False, adapter=_sac),
     )
 }
 

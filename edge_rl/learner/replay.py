@@ -4,17 +4,40 @@ Stores ``terminated`` only: a truncated step (time limit) is a normal transition
 target bootstraps from ``next_obs`` (Gymnasium 1.x semantics; Pardo et al. 2018).
 
 Each row also holds the index of its source (the board that sent it; -1: none named), so
-that a quarantined board's rows can be counted and evicted (learner/fleet/quarantine.py).
+that a quarantined board's rows can be counted and evicted (learner/fleet/quarantine.py),
+whether the episode was cut there by a time limit (``truncated``, not sampled: it lets
+``edge-rl record`` split a board's rows into episodes) and whether an intervention acted
+(``intervention``: a person or a teacher took over, docs/protocol.md §3.1).
+
+The learner keeps two: the online buffer of everything the fleet sent, and the
+demonstration buffer (learner/demos.py) of interventions and loaded datasets.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
 from edge_rl.specs import EnvSpec
 from edge_rl.types import PartState, ReplaySample
+
+# Columns a checkpoint from before they were kept lacks: restored as zeros.
+OPTIONAL = frozenset({"truncated", "intervention"})
+
+
+class Rows(NamedTuple):
+    """Rows of a buffer in the order they were added (``ReplayBuffer.rows``)."""
+
+    obs: np.ndarray  # [n, *obs_shape] float32
+    action: np.ndarray  # [n] int64 or [n, *action_shape] float32
+    reward: np.ndarray  # [n] float32
+    next_obs: np.ndarray  # [n, *obs_shape] float32
+    terminated: np.ndarray  # [n] bool
+    truncated: np.ndarray  # [n] bool
+    intervention: np.ndarray  # [n] bool
+    source: list[str]  # [n] the board each row came from ("": none named)
 
 
 class ReplayBuffer:
@@ -31,6 +54,8 @@ class ReplayBuffer:
         self._action = np.zeros((capacity, *act_shape), spec.action_dtype)
         self._reward = np.zeros(capacity, np.float32)
         self._terminated = np.zeros(capacity, np.float32)
+        self._truncated = np.zeros(capacity, np.uint8)
+        self._intervention = np.zeros(capacity, np.uint8)
         self._source = np.full(capacity, -1, np.int32)  # index into _sources; -1: none
         self._sources: list[str] = []
         self._source_index: dict[str, int] = {}
@@ -51,10 +76,15 @@ class ReplayBuffer:
         next_obs: np.ndarray,
         terminated: np.ndarray,
         source: str | None = None,
+        truncated: np.ndarray | None = None,
+        intervention: np.ndarray | None = None,
     ) -> None:
         """Add ``n`` transitions (leading axis); the oldest are overwritten when full.
-        ``source``: the board they came from."""
+        ``source``: the board they came from; ``truncated`` and ``intervention``: [n] flags
+        (None: none set)."""
         n = int(reward.shape[0])
+        truncated = np.zeros(n, np.uint8) if truncated is None else truncated
+        intervention = np.zeros(n, np.uint8) if intervention is None else intervention
         if n > self.capacity:  # only the newest `capacity` can survive anyway
             obs, action, reward = (
                 obs[-self.capacity :],
@@ -62,6 +92,7 @@ class ReplayBuffer:
                 reward[-self.capacity :],
             )
             next_obs, terminated = next_obs[-self.capacity :], terminated[-self.capacity :]
+            truncated, intervention = truncated[-self.capacity :], intervention[-self.capacity :]
             n = self.capacity
         with self._lock:
             idx = (self._next + np.arange(n)) % self.capacity  # [n]
@@ -71,6 +102,8 @@ class ReplayBuffer:
             self._reward[idx] = reward
             self._next_obs[idx] = next_obs
             self._terminated[idx] = terminated
+            self._truncated[idx] = truncated
+            self._intervention[idx] = intervention
             self._next = int((self._next + n) % self.capacity)
             self._size = min(self._size + n, self.capacity)
             self.added += n
@@ -88,6 +121,36 @@ class ReplayBuffer:
                 self._next_obs[idx],
                 self._terminated[idx],
             )
+
+    def interventions(self) -> int:
+        """Rows an intervention acted."""
+        with self._lock:
+            return int(self._intervention[: self._size].sum())
+
+    def rows(self, source: str | None = None) -> Rows:
+        """Every row (or ``source``'s), the oldest first: for ``edge-rl record``."""
+        with self._lock:
+            order = np.arange(self._size)
+            if self._size == self.capacity:
+                order = np.roll(order, -self._next)  # oldest first
+            if source is not None:
+                i = self._source_index.get(source, -2)
+                order = order[self._source[order] == i]
+            cols = self._columns()
+            return Rows(
+                cols["obs"][order],
+                cols["action"][order],
+                cols["reward"][order],
+                cols["next_obs"][order],
+                cols["terminated"][order] > 0,
+                cols["truncated"][order] > 0,
+                cols["intervention"][order] > 0,
+                [self._sources[j] if j >= 0 else "" for j in cols["source"][order]],
+            )
+
+    def sources(self) -> list[str]:
+        with self._lock:
+            return list(self._sources)
 
     def rows_by_source(self) -> dict[str, int]:
         """Rows in replay of each named source (a board's share of replay)."""
@@ -122,11 +185,27 @@ class ReplayBuffer:
         return i
 
     def observations(self, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Up to ``n`` distinct stored observations (for calibration and parity checks)."""
+        """Up to ``n`` distinct stored observations (for calibration and parity checks),
+        drawn across sources: ``drawn``'s observations."""
+        return self.drawn(n, rng)[0]
+
+    def drawn(self, n: int, rng: np.random.Generator | None = None) -> tuple[np.ndarray, list[str]]:
+        """Up to ``n`` distinct stored observations and the board each came from ("" for
+        none named). No source gives more than its share, ``ceil(n / sources)``, however
+        many rows it holds: one board's data must not make up an export's calibration."""
         with self._lock:
             rng = rng or self._rng
-            idx = rng.choice(self._size, size=min(n, self._size), replace=False)
-            return self._obs[idx].copy()
+            source = self._source[: self._size]
+            ids = np.unique(source)  # [k] source indices, -1 included
+            share = -(-n // max(len(ids), 1))
+            picked = []
+            for i in ids:
+                rows = np.flatnonzero(source == i)
+                picked.append(rng.choice(rows, size=min(share, len(rows)), replace=False))
+            idx = np.concatenate(picked) if picked else np.zeros(0, np.int64)
+            idx = rng.permutation(idx)[:n]
+            names = [self._sources[j] if j >= 0 else "" for j in source[idx]]
+            return self._obs[idx].copy(), names
 
     # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
 
@@ -153,6 +232,9 @@ class ReplayBuffer:
             raise ValueError(f"replay of {n} transitions does not fit capacity {self.capacity}")
         with self._lock:
             for name, dest in self._columns().items():
+                if name in OPTIONAL and name not in arrays:  # saved before it was kept
+                    dest[:n] = 0
+                    continue
                 if arrays[name].shape[1:] != dest.shape[1:]:
                     raise ValueError(
                         f"replay {name}: shape {arrays[name].shape[1:]} saved, "
@@ -173,5 +255,7 @@ class ReplayBuffer:
             "reward": self._reward,
             "next_obs": self._next_obs,
             "terminated": self._terminated,
+            "truncated": self._truncated,
+            "intervention": self._intervention,
             "source": self._source,
         }

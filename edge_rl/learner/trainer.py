@@ -1,6 +1,6 @@
 """Updates at the replay ratio: the learner trains on what the fleet delivered, no faster.
 
-    trainer = Trainer(algo, replay, cfg.updates_paid_by, lambda: ingest.transitions, clocks)
+    trainer = Trainer(algo, mixer, cfg.updates_paid_by, lambda: ingest.transitions, clocks)
     trainer.train_for(0.05)     # main thread: updates until the target or the deadline
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 
@@ -14,17 +14,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from edge_rl.agents.algo import Algo
-from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.telemetry.breakdown import LapClock
+from edge_rl.types import ReplaySample
+
+
+class Batches(Protocol):
+    """Where batches come from: a ``ReplayBuffer``, or a ``BatchMixer`` (learner/demos.py)
+    of online replay and demonstrations. ``len()``: the online rows."""
+
+    def __len__(self) -> int: ...
+
+    def sample(self, batch_size: int) -> ReplaySample: ...
 
 
 class Trainer:
     def __init__(
         self,
         algo: Algo,
-        replay: ReplayBuffer,
+        replay: Batches,
         updates_paid_by: Callable[[int], int],  # RunConfig.updates_paid_by
         env_steps: Callable[[], int],
         clocks: dict[str, LapClock],  # its laps go to "main"

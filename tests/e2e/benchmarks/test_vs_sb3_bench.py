@@ -46,7 +46,7 @@ def test_sb3_update_count_follows_its_rollouts():
     assert vs_sb3.sb3_updates(20_000, 1000, 1, 1) == 19_000
 
 
-@pytest.mark.parametrize("task", ["cartpole", "pendulum", "halfcheetah"])
+@pytest.mark.parametrize("task", sorted(vs_sb3.TASKS))
 def test_like_for_like_sets_the_same_work_on_both_sides(task):
     args = vs_sb3.parse(["--tasks", task])
     pair = vs_sb3.make_pair(vs_sb3.TASKS[task], args)
@@ -63,12 +63,30 @@ def test_like_for_like_sets_the_same_work_on_both_sides(task):
         assert cfg.dqn.batch_size == kw["batch_size"]
         assert cfg.dqn.learning_rate == kw["learning_rate"]
     else:
-        nets = kw["policy_kwargs"]["net_arch"]
-        assert list(cfg.td3.actor_hidden) == nets["pi"]
-        assert list(cfg.td3.critic_hidden) == nets["qf"]
-        assert cfg.td3.batch_size == kw["batch_size"]
-        assert cfg.td3.actor_lr == kw["learning_rate"]
-        assert cfg.td3.exploration_sigma == pair.sb3_spec["noise_std"]
+        nets, section = kw["policy_kwargs"]["net_arch"], getattr(cfg, cfg.algo)
+        assert list(section.actor_hidden) == nets["pi"]
+        assert list(section.critic_hidden) == nets["qf"]
+        assert section.batch_size == kw["batch_size"]
+        assert section.actor_lr == section.critic_lr == kw["learning_rate"]
+        assert section.exploration_sigma == pair.sb3_spec["noise_std"]
+        assert (section.gamma, section.tau) == (kw["gamma"], kw["tau"])
+    if cfg.algo == "sac":
+        assert cfg.sac.alpha_lr == kw["learning_rate"]
+        assert kw["ent_coef"] == f"auto_{cfg.sac.init_alpha}" and kw["target_entropy"] == "auto"
+        assert pair.sb3_spec["explore"] == "policy"  # SB3's own exploration unless asked
+
+
+def test_seeds_make_a_pair_each_with_that_seed_on_both_sides():
+    args = vs_sb3.parse(["--tasks", "pendulum_sac", "--seeds", "0,2", "--budget", "9000"])
+    pairs = [vs_sb3.make_pair(vs_sb3.TASKS["pendulum_sac"], args, s) for s in args.seeds]
+    assert [p.task for p in pairs] == ["pendulum_sac s0", "pendulum_sac s2"]
+    for seed, pair in zip(args.seeds, pairs, strict=True):
+        cfg = run_config_from_dict(pair.edge_config)
+        assert cfg.seed == pair.sb3_spec["seed"] == seed and cfg.run.endswith(f"-s{seed}")
+        assert cfg.total_env_steps == pair.sb3_spec["total_timesteps"] == 9000
+        assert cfg.updates_paid_by(9000) == pair.sb3_spec["expected_updates"] == 8000
+    with pytest.raises(SystemExit):
+        vs_sb3.parse(["--tasks", "pendulum_sac", "--tuned"])  # the zoo has no SAC settings here
 
 
 def test_tuned_keeps_each_sides_own_settings():

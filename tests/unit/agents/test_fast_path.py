@@ -12,6 +12,8 @@ import pytest
 from edge_rl.agents.algo import learner_arrays
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.dqn.learning import DQNLearner
+from edge_rl.agents.sac.config import SACConfig
+from edge_rl.agents.sac.learning import SACLearner
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.learning import TD3Learner
 from edge_rl.config import RunConfig, load_run_config
@@ -41,6 +43,15 @@ TD3 = TD3Config(
     updates_per_call=1,
     jit_compile=False,
 )
+SAC = SACConfig(
+    actor_hidden=(16, 16),
+    critic_hidden=(16, 16),
+    batch_size=8,
+    updates_per_call=1,
+    jit_compile=False,
+)
+ALGOS = {"dqn": (DQNLearner, CARTPOLE, DQN), "td3": (TD3Learner, PENDULUM, TD3)}
+ALGOS["sac"] = (SACLearner, PENDULUM, SAC)
 
 
 def batch(spec: EnvSpec, n: int, seed: int) -> ReplaySample:
@@ -64,7 +75,7 @@ def minibatch(b: ReplaySample, i: int, size: int) -> ReplaySample:
 
 def learners(algo: str, k: int, jit_compile: bool):
     """One learner stepping once per call, one taking up to k steps: same seed, same init."""
-    cls, spec, cfg = (DQNLearner, CARTPOLE, DQN) if algo == "dqn" else (TD3Learner, PENDULUM, TD3)
+    cls, spec, cfg = ALGOS[algo]
     one = cls(spec, dataclasses.replace(cfg, jit_compile=jit_compile), seed=3)
     many = cls(spec, dataclasses.replace(cfg, updates_per_call=k, jit_compile=jit_compile), seed=3)
     return one, many, spec, cfg.batch_size
@@ -81,7 +92,7 @@ def assert_same_state(one, many, exact: bool) -> None:
             np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "td3"])
+@pytest.mark.parametrize("algo", ["dqn", "td3", "sac"])
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_k_steps_in_one_call_equal_k_calls_of_one_step(algo: str, jit_compile: bool) -> None:
     """Bit-equal without XLA: the K-step call runs the one-step body K times in a
@@ -100,7 +111,7 @@ def test_k_steps_in_one_call_equal_k_calls_of_one_step(algo: str, jit_compile: b
     assert metrics["mean_q"] == pytest.approx(np.mean([m["mean_q"] for m in singles]), rel=1e-5)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "td3"])
+@pytest.mark.parametrize("algo", ["dqn", "td3", "sac"])
 def test_fewer_steps_than_k_train_on_the_first_minibatches(algo: str) -> None:
     """A call owed 3 of its 4 steps takes 3, on minibatches 0-2, and counts 3."""
     k, steps = 4, 3
@@ -113,7 +124,7 @@ def test_fewer_steps_than_k_train_on_the_first_minibatches(algo: str) -> None:
     assert_same_state(one, many, exact=True)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "td3"])
+@pytest.mark.parametrize("algo", ["dqn", "td3", "sac"])
 def test_steps_outside_one_to_k_are_refused(algo: str) -> None:
     _, many, spec, b = learners(algo, 4, jit_compile=False)
     for steps in (0, 5):
@@ -124,7 +135,7 @@ def test_steps_outside_one_to_k_are_refused(algo: str) -> None:
     assert many.updates == 0
 
 
-@pytest.mark.parametrize("algo", ["dqn", "td3"])
+@pytest.mark.parametrize("algo", ["dqn", "td3", "sac"])
 def test_xla_compiles_one_program_for_every_step_count(algo: str) -> None:
     """The step count is an input of the compiled update, not a constant in it: a call
     owed fewer than K steps (the learner caught up with the fleet, the end of a run) runs
@@ -137,7 +148,7 @@ def test_xla_compiles_one_program_for_every_step_count(algo: str) -> None:
     assert hlo[0] == hlo[1] == hlo[2]
 
 
-@pytest.mark.parametrize("algo", ["dqn", "td3"])
+@pytest.mark.parametrize("algo", ["dqn", "td3", "sac"])
 def test_compile_with_xla_takes_no_step_and_changes_nothing(algo: str) -> None:
     """compile() XLA-compiles the update by a call of zero steps: every variable (weights,
     Adam slots, step counters, the generator) is as it was, and the updates after it are
@@ -173,7 +184,7 @@ def test_dqn_target_is_copied_on_exact_multiples_inside_a_call() -> None:
         assert not np.array_equal(online, w3)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "td3"])
+@pytest.mark.parametrize("algo", ["dqn", "td3", "sac"])
 def test_the_trainer_pays_exactly_the_updates_owed(algo: str) -> None:
     """K = 16 and 0.5 updates per transition: the count lands on the target each time,
     never past it, however many steps are owed."""
@@ -185,6 +196,7 @@ def test_the_trainer_pays_exactly_the_updates_owed(algo: str) -> None:
         replay_ratio=0.5,
         dqn=dataclasses.replace(DQN, updates_per_call=16),
         td3=dataclasses.replace(TD3, updates_per_call=16),
+        sac=dataclasses.replace(SAC, updates_per_call=16),
     )
     algo_ = algo_for_run(cfg, spec)
     replay = ReplayBuffer(spec, 1_000, seed=0)
@@ -200,7 +212,7 @@ def test_the_trainer_pays_exactly_the_updates_owed(algo: str) -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_the_examples_take_16_xla_compiled_steps_per_call(path: Path) -> None:
     cfg = load_run_config(path)
-    algo_cfg = cfg.dqn if cfg.algo == "dqn" else cfg.td3
+    algo_cfg = getattr(cfg, cfg.algo)  # the section of the example's algorithm
     assert algo_cfg.updates_per_call == 16 and algo_cfg.jit_compile is True, path.name
 
 
@@ -210,7 +222,9 @@ def test_the_fast_path_is_the_default() -> None:
     for algo_cfg in (
         DQNConfig(),
         TD3Config(),
+        SACConfig(),
         RunConfig("CartPole-v1").dqn,
         RunConfig("Pendulum-v1", algo="td3").td3,
+        RunConfig("Pendulum-v1", algo="sac").sac,
     ):
         assert algo_cfg.updates_per_call == 16 and algo_cfg.jit_compile is True

@@ -12,6 +12,7 @@ from edge_rl.agents import registry
 from edge_rl.agents.algo import Algo, AlgoSetup, ParityGate
 from edge_rl.agents.dqn.config import DQNConfig
 from edge_rl.agents.registry import ALGORITHMS, algorithm, make_algo
+from edge_rl.agents.sac.config import SACConfig
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig
 from edge_rl.config import RunConfig, load_run_config, run_config_from_dict
@@ -24,35 +25,36 @@ SETUP = AlgoSetup(0, 1_000, 500, GATE, CompressionConfig())
 SMALL = {
     "dqn": DQNConfig(hidden=(8, 8), batch_size=4, updates_per_call=1, jit_compile=False),
     "td3": TD3Config(actor_hidden=(8, 8), critic_hidden=(8, 8), batch_size=4, updates_per_call=1),
+    "sac": SACConfig(actor_hidden=(8, 8), critic_hidden=(8, 8), batch_size=4, updates_per_call=1),
 }
 
 
 def test_an_unknown_name_is_refused_with_the_known_ones_listed() -> None:
-    with pytest.raises(ValueError, match=r"unknown algo 'sac'; known: dqn, td3"):
-        algorithm("sac")
-    with pytest.raises(ValueError, match=r"unknown algo 'sac'; known: dqn, td3"):
-        make_algo("sac", SMALL["dqn"], CARTPOLE, SETUP)
+    with pytest.raises(ValueError, match=r"unknown algo 'ppo'; known: dqn, td3, sac"):
+        algorithm("ppo")
+    with pytest.raises(ValueError, match=r"unknown algo 'ppo'; known: dqn, td3, sac"):
+        make_algo("ppo", SMALL["dqn"], CARTPOLE, SETUP)
 
 
 def test_the_run_config_refuses_an_unknown_algo_with_the_known_ones_listed(tmp_path) -> None:
-    with pytest.raises(ValueError, match=r"unknown algo 'sac'; known: dqn, td3"):
-        run_config_from_dict({"env_id": "Pendulum-v1", "algo": "sac"})
+    with pytest.raises(ValueError, match=r"unknown algo 'ppo'; known: dqn, td3, sac"):
+        run_config_from_dict({"env_id": "Pendulum-v1", "algo": "ppo"})
     path = tmp_path / "run.yaml"
     path.write_text("env_id: Pendulum-v1\nalgo: td3\n")
     assert load_run_config(path).algo == "td3"
-    with pytest.raises(ValueError, match=r"run.yaml: .*unknown algo 'sac'; known: dqn, td3"):
-        load_run_config(path, {"algo": "sac"})  # as `edge-rl learn --set algo=sac` gives it
+    with pytest.raises(ValueError, match=r"run.yaml: .*unknown algo 'ppo'; known: dqn, td3, sac"):
+        load_run_config(path, {"algo": "ppo"})  # as `edge-rl learn --set algo=ppo` gives it
 
 
 def test_the_registry_drives_the_config_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """A name the registry holds is a valid ``algo:``, and only such a name."""
-    with pytest.raises(ValueError, match="known: dqn, td3"):
+    with pytest.raises(ValueError, match="known: dqn, td3, sac"):
         RunConfig(env_id="Pendulum-v1", algo="td3x")
     td3x = dataclasses.replace(ALGORITHMS["td3"], name="td3x")
     monkeypatch.setitem(registry.ALGORITHMS, "td3x", td3x)
     assert RunConfig(env_id="Pendulum-v1", algo="td3x").algo == "td3x"
     monkeypatch.delitem(registry.ALGORITHMS, "dqn")
-    with pytest.raises(ValueError, match=r"unknown algo 'dqn'; known: td3, td3x"):
+    with pytest.raises(ValueError, match=r"unknown algo 'dqn'; known: td3, sac, td3x"):
         RunConfig(env_id="CartPole-v1", algo="dqn")
 
 

@@ -180,3 +180,49 @@ def test_ingest_keeps_what_the_learner_itself_lost_per_actor_session():
     assert ing.lost() == {}  # by_actor still counts session 1: so does the loss, or none
     assert ing.handle(a, enc(batch(session=2, seq=1)))
     assert ing.lost() == {"a": 6}
+
+
+def test_flags_and_rows_in_the_order_added():
+    """``truncated`` and ``intervention`` are kept per row; ``rows(source)`` gives a board's
+    rows oldest first, across the ring's wrap (what ``edge-rl record`` reads)."""
+    spec = EnvSpec(obs_shape=(1,), num_actions=2)
+    buf = ReplayBuffer(spec, 5)
+    for i, src in enumerate(["a", "b", "a", "a", "b", "a", "a"]):  # 7 rows: 2 overwritten
+        obs = np.full((1, 1), i, np.float32)
+        buf.add(
+            obs,
+            np.zeros(1, np.int64),
+            np.zeros(1, np.float32),
+            obs + 1,
+            np.zeros(1),
+            src,
+            np.array([i == 3], np.uint8),
+            np.array([i % 2], np.uint8),
+        )
+    rows = buf.rows("a")
+    assert rows.obs[:, 0].tolist() == [2, 3, 5, 6]
+    assert rows.truncated.tolist() == [False, True, False, False]
+    assert rows.intervention.tolist() == [False, True, True, False]
+    assert buf.interventions() == 2  # rows 3 and 5 (row 1 was overwritten)
+    assert buf.rows().obs[:, 0].tolist() == [2, 3, 4, 5, 6]
+
+
+def test_a_checkpoint_without_the_flags_restores_them_as_zeros():
+    spec = EnvSpec(obs_shape=(1,), num_actions=2)
+    buf = ReplayBuffer(spec, 5)
+    obs = np.ones((2, 1), np.float32)
+    buf.add(
+        obs,
+        np.zeros(2, np.int64),
+        np.zeros(2, np.float32),
+        obs,
+        np.zeros(2),
+        "a",
+        None,
+        np.ones(2, np.uint8),
+    )
+    saved = buf.state()
+    older = {k: v for k, v in saved.arrays.items() if k not in ("truncated", "intervention")}
+    fresh = ReplayBuffer(spec, 5)
+    fresh.load_state(type(saved)(saved.json, older))
+    assert len(fresh) == 2 and fresh.interventions() == 0
