@@ -11,7 +11,12 @@ for all of them and cannot be told apart: the imported modules, and one LiteRT
 interpreter per verified model (``SharedModels``: keyed by the SHA-256 each board checked
 itself). docs/fleet.md says why that is safe.
 
-Threads: a board's loop, its policy slot and its paho network thread, three per board.
+Threads: a board's loop and its policy slot, two per board. The boards' MQTT connections
+are not a board's own threads: ``edge-rl actors`` hands the group a ``connect_for`` whose
+transports share the process's one network loop (transport/netloop.py), which serves every
+socket from one thread and connects them from another. A board waiting for credit or a
+control sleeps on its run control's news (a grant, a control, a stop wakes it), never on
+its socket.
 Boards start ``start_spread_s`` apart at most (uniformly at random): a group of a thousand
 boards does not knock on the broker with a thousand CONNECTs in one instant.
 """

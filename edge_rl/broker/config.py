@@ -43,6 +43,8 @@ _SPARE_FDS = 64
 # Per client: queued bytes, at least this, and this many of the largest packet.
 _MIN_QUEUED_BYTES = 64 * 2**20
 _QUEUED_PACKETS = 16
+# Per client: queued QoS 1 messages (on top of the bytes bound): the learner's backlog.
+MAX_QUEUED_MESSAGES = 100_000
 # The broker's heap: at least this, and room for this many clients' full queues.
 _MIN_MEMORY = 2**30
 _FULL_QUEUES = 4
@@ -182,8 +184,13 @@ def mosquitto_conf(
         ]
     lines += [
         f"max_packet_size {max_packet_size}",
-        # Mosquitto drops (silently, for QoS 1) past 1000 queued messages per client.
-        "max_queued_messages 10000",
+        # Mosquitto drops (silently, for QoS 1) past 1000 queued messages per client. The
+        # learner is the one client that falls behind: at a fleet's join burst (every
+        # board's status, hello and first batches while it traces and compiles) 10,000
+        # was ~15 s of 500 boards' traffic. The bytes bound below keeps a client's queue
+        # to 64 MB whatever the count (~100,000 statuses).
+        f"max_queued_messages {MAX_QUEUED_MESSAGES}",
+        "max_inflight_messages 100",  # as host/mosquitto.conf (Mosquitto's default: 20)
         f"max_queued_bytes {queued_bytes}",
         f"memory_limit {memory}",
         "persistence false",

@@ -6,6 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 
+# The environment variable that names the PID of the process that started this one, for a
+# child that must die with it: ``edge-rl actor``/``actors`` exit at once if their parent is
+# not that PID any more (cli/shutdown.py), as a parent that died before ``setpriv`` armed
+# the signal sends none.
+PARENT_ENV = "EDGE_RL_PARENT_PID"
+
 # Debian/Ubuntu install the daemon into /usr/sbin, which is not on a non-root PATH.
 _MOSQUITTO_FALLBACK_DIRS = ("/usr/sbin", "/usr/local/sbin", "/opt/homebrew/sbin")
 
@@ -20,6 +26,11 @@ def die_with_parent(argv: list[str]) -> list[str]:
     """
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "TERM", *argv] if setpriv else list(argv)
+
+
+def parent_env() -> dict[str, str]:
+    """The environment entry that tells a child started now who its parent is."""
+    return {PARENT_ENV: str(os.getpid())}
 
 
 def _find(name: str) -> str | None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edge_rl.boards import STOP_FLUSH_S, STOP_STATUS_S
-from edge_rl.broker.executables import die_with_parent
+from edge_rl.broker.executables import die_with_parent, parent_env
 from edge_rl.sim.boards_file import BoardEntry, write_boards_file
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN
@@ -173,7 +173,7 @@ class Fleet:
             die_with_parent(cmd),
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            env=member_env() | parent_env(),
             start_new_session=True,
         )
         self.procs.append(proc)
@@ -212,3 +212,12 @@ class Fleet:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def member_env() -> dict[str, str]:
+    """The environment of a member process: this one's, without the fleet profile of
+    ``edge-rl`` (the ``EDGE_RL_*`` variables and any profile file, cli/profile.py). A
+    member's command line says everything it needs; a profile of the user's must not add
+    credentials or a CA the run's broker does not use."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_RL_")}
+    return env | {"PYTHONUNBUFFERED": "1", "EDGE_RL_PROFILE": os.devnull}
