@@ -3,11 +3,19 @@
 
     nice .venv/bin/python benchmarks/quarantine_fp.py --out runs/quarantine_fp
     .venv/bin/python benchmarks/quarantine_fp.py --seeds 1,2 --cartpole-steps 10000
+    .venv/bin/python benchmarks/quarantine_fp.py --fleets 3,5,8 --restart \
+        --cartpole-steps 6000 --pendulum-steps 4000     # early training, a learner restart
 
-Runs examples/cartpole_dqn.yaml and examples/pendulum_td3.yaml (4 simulated Pi 4 actors,
-every one honest) once per seed with ``edge-rl learn``, the shipped quarantine rule
-(``QuarantineConfig``'s defaults), and reads each run's summary.json. Columns:
+Runs examples/cartpole_dqn.yaml and examples/pendulum_td3.yaml (simulated Pi 4 actors,
+every one honest; ``--fleets``: fleet sizes, 4 by default) once per seed and fleet size
+with ``edge-rl learn``, the shipped quarantine rule (``QuarantineConfig``'s defaults), and
+reads each run's summary.json. With ``--restart``, each run is also run once more with
+the learner stopped by SIGTERM a third of the way in (its fleet with it) and resumed with
+``--resume --keep-quarantine`` (a quarantine found before the restart is kept and shows).
+Short budgets are early training: exploration still falling, policies changing fast (the
+stretch in which an honest board was quarantined at z 7.1). Columns:
 
+* fleet: boards; restart: whether the learner was stopped and resumed
 * quarantined: boards the rule isolated (an honest fleet: every one is a false positive)
 * peak |z|: the largest robust z-score any board reached (the rule fires past max_z)
 * judged: boards with enough data to be judged at the end; return: the deployed policy's
@@ -22,8 +30,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -31,39 +41,61 @@ from _common import md_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = {"cartpole": "examples/cartpole_dqn.yaml", "pendulum": "examples/pendulum_td3.yaml"}
-HEADERS = ["example", "seed", "env steps", "quarantined", "peak |z|", "judged", "return", "wall s"]
+HEADERS = [
+    "example",
+    "seed",
+    "fleet",
+    "restart",
+    "env steps",
+    "quarantined",
+    "peak |z|",
+    "judged",
+    "return",
+    "wall s",
+]
 
 
-def run_one(example: str, seed: int, steps: int, out: Path, timeout: float) -> dict:
+def run_one(
+    example: str, seed: int, fleet: int, restart: bool, steps: int, out: Path, timeout: float
+) -> dict:
     """One honest run; its summary.json (None-filled if it did not finish)."""
-    run_dir = out / f"{example}-s{seed}"
-    edge_rl = Path(sys.executable).with_name("edge-rl")
-    cmd = [
-        str(edge_rl),
-        "learn",
-        "--config",
-        str(REPO / EXAMPLES[example]),
-        "--seed",
-        str(seed),
-        "--run",
-        f"qfp-{example}-{seed}",
-        "--set",
-        f"total_env_steps={steps}",
-        "--out",
-        str(run_dir),
-        "--json",
-    ]
-    with open(out / f"{example}-s{seed}.log", "w") as log:
+    name = f"{example}-s{seed}-f{fleet}{'-r' if restart else ''}"
+    run_dir = out / name
+    edge_rl = str(Path(sys.executable).with_name("edge-rl"))
+    cmd = [edge_rl, "learn", "--config", str(REPO / EXAMPLES[example]), "--seed", str(seed)]
+    cmd += ["--fleet", str(fleet), "--run", f"qfp-{name}", "--set", f"total_env_steps={steps}"]
+    cmd += ["--out", str(run_dir), "--json"]
+    head = {"example": example, "seed": seed, "fleet": fleet, "restart": restart}
+    with open(out / f"{name}.log", "w") as log:
+        if restart:
+            first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            _stop_at(first, run_dir, steps // 3, timeout)
+            cmd = [edge_rl, "learn", "--resume", str(run_dir), "--keep-quarantine", "--json"]
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
     summary = run_dir / "summary.json"
     if proc.returncode != 0 or not summary.exists():
-        return {"example": example, "seed": seed, "failed": proc.returncode}
-    return {"example": example, "seed": seed, **json.loads(summary.read_text())}
+        return {**head, "failed": proc.returncode}
+    return {**head, **json.loads(summary.read_text())}
+
+
+def _stop_at(proc: subprocess.Popen, run_dir: Path, steps: int, timeout: float) -> None:
+    """SIGTERM to the learner (by its PID) once its metrics.csv passes ``steps`` env steps;
+    then wait for it to checkpoint and exit."""
+    metrics, deadline = run_dir / "metrics.csv", time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        rows = metrics.read_text().splitlines()[1:] if metrics.exists() else []
+        if rows and int(rows[-1].split(",")[1] or 0) >= steps:
+            break
+        time.sleep(1.0)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout)
 
 
 def cells(s: dict) -> list:
     if "failed" in s:
-        return [s["example"], s["seed"], "-", f"run failed ({s['failed']})", "-", "-", "-", "-"]
+        head = [s["example"], s["seed"], s["fleet"], "yes" if s["restart"] else "no"]
+        return [*head, "-", f"run failed ({s['failed']})", "-", "-", "-", "-"]
     boards = s["boards"].values()
     peak = max((b["peak_z"] for b in boards), default=0.0)
     judged = sum(b["window"] >= 500 for b in boards)
@@ -71,6 +103,8 @@ def cells(s: dict) -> list:
     return [
         s["example"],
         s["seed"],
+        s["fleet"],
+        "yes" if s["restart"] else "no",
         f"{s['env_steps']:,}",
         ", ".join(sorted(s["quarantined"])) or "0",
         f"{peak:.2f}",
@@ -84,6 +118,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seeds", default="1,2,3,4,5")
     p.add_argument("--examples", default="cartpole,pendulum")
+    p.add_argument("--fleets", default="4", help="fleet sizes, comma-separated (3 to 8)")
+    p.add_argument("--restart", action="store_true", help="also each run stopped and resumed")
     p.add_argument("--cartpole-steps", type=int, default=50_000)
     p.add_argument("--pendulum-steps", type=int, default=20_000)
     p.add_argument("--out", type=Path, default=REPO / "runs" / "quarantine_fp")
@@ -92,11 +128,16 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     steps = {"cartpole": args.cartpole_steps, "pendulum": args.pendulum_steps}
     rows = []
+    restarts = (False, True) if args.restart else (False,)
     for example in args.examples.split(","):
-        for seed in map(int, args.seeds.split(",")):
-            s = run_one(example, seed, steps[example], args.out, args.timeout)
-            rows.append(cells(s))
-            print(" | ".join(map(str, rows[-1])), flush=True)
+        for fleet in map(int, args.fleets.split(",")):
+            for seed in map(int, args.seeds.split(",")):
+                for restart in restarts:
+                    s = run_one(
+                        example, seed, fleet, restart, steps[example], args.out, args.timeout
+                    )
+                    rows.append(cells(s))
+                    print(" | ".join(map(str, rows[-1])), flush=True)
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     print(md_table(HEADERS, rows))

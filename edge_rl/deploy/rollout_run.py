@@ -5,9 +5,13 @@ MQTT (the decisions are ``rollout.py``'s; docs/fleet.md, Rollout).
     outcome = run_rollout(connect, topics, bundle, source_key, signer, plan)
 
 The policy is re-signed for the fleet: its manifest names the fleet's run and run start
-and a version above every one the fleet serves, and it is signed with the key the boards
-trust, so a board checks it exactly as any policy of its run (docs/protocol.md §4.4, §6).
-The bundle given is verified first, with the key that signed it.
+and the version one above the run's newest (its retained policy's, signed by the key the
+boards trust: evidence.py's ``next_version``; never a board's word), and it is signed
+with the key the boards trust, so a board checks it exactly as any policy of its run
+(docs/protocol.md §4.4, §6). The bundle given is verified first, with the key that signed
+it. The health of the rollout is judged on the deployer's own greedy episodes of the new
+policy and of the run's retained one, in LiteRT (``plan.eval_episodes``; evidence.py), and
+each board's report is clamped to the env's return range (rollout.py).
 
 Each board is sent its step on its own target topic (retained: a board that reconnects
 gets it again). At the end the targets are cleared; a rollout that deployed also
@@ -28,11 +32,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from edge_rl.deploy.fleet_watch import FleetWatch
-from edge_rl.deploy.rollout import Assign, Outcome, Revert, Rollout, RolloutPlan, Target
+from edge_rl.deploy.evidence import measure, next_version
+from edge_rl.deploy.fleet_watch import MAX_BUNDLE_BYTES, FleetWatch
+from edge_rl.deploy.rollout import (
+    Assign,
+    Evidence,
+    Outcome,
+    Revert,
+    Rollout,
+    RolloutPlan,
+    Target,
+)
+from edge_rl.learner.fleet.figures import limits_for_env
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.transport.base import Connect, Transport
 from edge_rl.types import PolicyBundle, PolicyTarget
+from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import encode_target
 from edge_rl.wire.policy import decode_policy, encode_policy
 from edge_rl.wire.signing import Signer, Verifier
@@ -40,11 +55,39 @@ from edge_rl.wire.topics import Topics
 
 log = logging.getLogger(__name__)
 
-MAX_BUNDLE_BYTES = 16_000_000 + 64 * 1024  # the largest board limit (rpi5) plus the header
-
 
 class NotServing(Exception):
     """The run's fleet is not serving a finished run: there is nothing to roll out to."""
+
+
+class WrongEnv(ValueError):
+    """The bundle is for another env than the one the fleet serves: every board would
+    refuse it (its env spec, protocol.md §6), so nothing is sent."""
+
+
+def check_same_env(
+    payload: bytes, source_key: Verifier, served: bytes, fleet_key: Verifier, topics: Topics
+) -> None:
+    """``WrongEnv`` unless the bundle's env (id and spec) is the one of the policy the fleet
+    serves (its retained policy, signed by ``fleet_key``). Without a retained policy (a
+    broker that lost it), the boards' own checks decide."""
+    if not served:
+        log.info("no retained policy for run %r: its env is not checked here", topics.run)
+        return
+    new = decode_policy(payload, source_key, MAX_BUNDLE_BYTES).manifest
+    try:
+        now = decode_policy(served, fleet_key, MAX_BUNDLE_BYTES).manifest
+    except CodecError as e:
+        log.info(
+            "the retained policy of run %r does not verify (%s): env not checked", topics.run, e
+        )
+        return
+    if (new.env_id, new.env_spec) != (now.env_id, now.env_spec):
+        raise WrongEnv(
+            f"the policy is for {new.env_id} but run {topics.run!r} serves {now.env_id} "
+            f"(observation {now.env_spec.obs_shape} vs {new.env_spec.obs_shape}): every board "
+            "would refuse it; deploy a policy of a run of that env"
+        )
 
 
 def source_bundle(source: Path) -> Path:
@@ -102,20 +145,40 @@ def run_rollout(
     says, canaries drawn with ``seed`` (``None``: a random one, in the result);
     ``NotServing`` if the run is not served, ``ConnectionError`` without a broker."""
     seed = secrets.randbits(32) if seed is None else seed
-    with FleetWatch(connect, topics, clock, client_prefix="edge-rl-deploy") as watch:
+    source = decode_policy(payload, source_key, MAX_BUNDLE_BYTES)
+    limits = limits_for_env(source.manifest.env_id)
+    with FleetWatch(
+        connect,
+        topics,
+        clock,
+        client_prefix="edge-rl-deploy",
+        limits=limits,
+        policy=True,
+        policy_key=signer.verifier(),
+    ) as watch:
         watch.wait_connected(wait_s)
         control = watch.wait_control(wait_s)
         if control is None or control.state != "serving":
             state = "nothing" if control is None else repr(control.state)
             raise NotServing(f"run {topics.run!r} says {state}: deploy needs a serving fleet")
-        time.sleep(min(wait_s, 1.0))  # every retained status, after the control
+        time.sleep(min(wait_s, 1.0))  # every retained status and policy, after the control
+        check_same_env(payload, source_key, watch.policy_payload, signer.verifier(), topics)
         reports = watch.reports()
-        version = 1 + max((r.policy_version for r in reports.values()), default=0)
+        retained = watch.policy
+        if retained is not None and retained.manifest.run_id != control.run_id:
+            retained = None  # another run start's: not this run's counter, nor its policy
+        version = next_version(retained, reports, control.run_id)
         bundle = repackage(payload, source_key, signer, topics, control.run_id, version)
         signed = encode_policy(bundle, signer)
         target = Target(version, bundle.manifest.model_sha256)
+        evidence = Evidence(
+            limits,
+            measure(retained, plan.eval_episodes, seed) if retained else None,
+            measure(bundle, plan.eval_episodes, seed),
+            version - 1 if retained is not None else None,
+        )
         start = clock()
-        rollout = Rollout(plan, target, reports, control.run_id, start, seed)
+        rollout = Rollout(plan, target, reports, control.run_id, start, seed, evidence)
         log.info(
             "rolling v%d (%s) out to %d boards, canaries %s (seed %d)",
             version,

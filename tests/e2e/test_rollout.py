@@ -4,14 +4,19 @@ a real Mosquitto (docs/fleet.md, Rollout):
 (a) a properly signed policy of a random network stops at the canaries: every canary
     serves its previous policy again, and no other board ever loads it;
 (b) a good policy then reaches every board, canaries first, and becomes the run's retained
-    policy; ``edge-rl fleet-status`` lists what each board serves;
+    policy; ``edge-rl fleet-status`` (broker and run from ``EDGE_RL_*``) shows the run's
+    state, its boards by state, what each serves and both deployments, as recorded;
 (c) SIGINT to the ``edge-rl deploy`` process mid-rollout (Ctrl-C): it exits 130 within
     seconds, the targets it sent are cleared, the run's policy is not replaced, and each
-    board keeps what it serves.
+    board keeps what it serves; the history records it ``interrupted``.
+(d) a board that lies (valid status topic, its own id) decides nothing: a claimed return
+    of -1e300 does not let a bad policy through, +1e300 and one refusal do not veto a good
+    one, and a retained status of v2^53-1 does not stop the next deploy.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -32,6 +37,7 @@ from edge_rl.types import ActorStatus, ControlMessage
 from edge_rl.wire.messages import decode_status, encode_control
 from edge_rl.wire.policy import decode_policy, encode_policy
 from edge_rl.wire.topics import Topics
+from tests.harness.attackers import LyingServer
 from tests.harness.cartpole_policies import CARTPOLE, MODELS, policy_bundle
 from tests.harness.paths import REPO
 from tests.harness.waits import wait_for
@@ -131,7 +137,7 @@ def _deploy(cli, url: str, bundle: Path, key: Path, pub: Path) -> tuple[int, dic
 
 @pytest.mark.slow
 def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
-    mosquitto, mqtt_client_factory, policy_keys, cli, tmp_path
+    mosquitto, mqtt_client_factory, policy_keys, cli, tmp_path, monkeypatch
 ):
     t_start = time.monotonic()
     signer, pub = policy_keys
@@ -158,7 +164,7 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
             assert code == 2 and out["result"] == "aborted", out
             assert "below" in out["reason"] and out["canary_return"] < 100
             canaries = out["canaries"]
-            assert len(canaries) == 2 and out["assigned"] == canaries
+            assert len(canaries) == 3 and out["assigned"] == canaries  # at least three
             assert isinstance(out["seed"], int)  # drawn at random, printed to draw again
             assert out["rolled_back"] == canaries and out["unconfirmed"] == []
             now = history.latest()
@@ -166,6 +172,13 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
                 assert now[a].policy_version == 3 and now[a].policy_digest == old, a
             for a in canaries:  # each canary did serve it, then went back
                 assert history.digests(a) == {old, out["digest"]}, a
+                # served_episodes restarts with each policy served, the rollback's too
+                # (docs/protocol.md §5.5): back on the old digest, it counts from 0 again.
+                seen = [s for s in history.seen[a] if s.policy_digest]
+                i = next(k for k, s in enumerate(seen) if s.policy_digest == out["digest"])
+                j = next(k for k in range(i, len(seen)) if seen[k].policy_digest == old)
+                assert seen[i - 1].served_episodes >= 3, seen[i - 1]  # before: many
+                assert seen[j].served_episodes < seen[i - 1].served_episodes, seen[j]
             for a in set(ids) - set(canaries):
                 assert history.digests(a) == {old}, a  # never loaded
                 assert now[a].policies_failed == 0
@@ -198,11 +211,34 @@ def test_a_bad_policy_stops_at_the_canaries_and_a_good_one_reaches_every_board(
             assert cleared.returncode == 0, cleared.stderr
             assert cleared.stdout.strip() == f"targets cleared: {N} boards ({', '.join(ids)})"
 
-            listing = cli("fleet-status", "--broker", url, "--run", RUN, "--wait", "1")
+            # The one view, its broker and run from the profile's variables: the run's
+            # state, boards by state, what they serve, each board, and both deployments.
+            monkeypatch.setenv("EDGE_RL_BROKER", url)
+            monkeypatch.setenv("EDGE_RL_RUN", RUN)
+            listing = cli("fleet-status", "--wait", "1", "--run-dir", str(tmp_path))
             assert listing.returncode == 0, listing.stderr
-            rows = [line.split() for line in listing.stdout.splitlines()[2:]]
-            assert [r[0] for r in rows] == ids
+            lines = listing.stdout.splitlines()
+            assert lines[0] == f"run {RUN!r}: serving (start {RUN_ID}); {N} boards: {N} serving"
+            rows = [line.split() for line in lines[2 : 2 + N]]
+            assert [r[0] for r in rows] == ids and lines[2 + N] == "", listing.stdout
             assert all(r[1:4] == ["serving", "4", new[:12]] for r in rows), listing.stdout
+            assert lines[3 + N] == f"served: v4 {new[:12]} on {N} boards"
+            assert lines[5 + N] == "last 2 deployments:", listing.stdout
+            assert out["id"] in lines[6 + N] and " aborted: " in lines[6 + N], lines[6 + N]
+            assert out2["id"] in lines[7 + N] and " deployed: " in lines[7 + N], lines[7 + N]
+            view = json.loads(cli("fleet-status", "--wait", "1", "--json").stdout)
+            assert view["by_state"] == {"serving": N} and view["deployments"] == []
+            assert view["served"] == [{"version": 4, "digest": new, "boards": N}]
+            records = [json.loads(x) for x in (tmp_path / "deployments.jsonl").open()]
+            assert [r["id"] for r in records] == [out["id"], out2["id"]]
+            assert [r["outcome"] for r in records] == ["aborted", "deployed"]
+            for r, o, b in ((records[0], out, bad), (records[1], out2, good)):
+                assert r["canaries"] == o["canaries"] and r["digest"] == o["digest"]
+                assert r["source_sha256"] == hashlib.sha256(b.read_bytes()).hexdigest()
+                assert r["version"] == 4 and r["run_id"] == RUN_ID and r["seed"] == o["seed"]
+            assert records[1]["serving_new"] == N and records[0]["rolled_back"] == len(
+                out["canaries"]
+            )
     finally:
         for topic in (topics.policy, topics.control):
             learner.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
@@ -269,6 +305,9 @@ def test_ctrl_c_mid_rollout_clears_the_targets_sent_and_each_board_keeps_what_it
                     proc.wait(10)
             assert proc.returncode == 130, err
             assert "interrupted: the targets sent are cleared" in err
+            (record,) = [json.loads(x) for x in (tmp_path / "deployments.jsonl").open()]
+            assert record["outcome"] == "interrupted" and "signal 2" in record["reason"]
+            assert record["source"] == str(good) and record["run"] == run
             assert stopped_s < 10, stopped_s  # bounded: clearing waits 5 s a target at most
             assert _retained_targets(mqtt_client_factory(mosquitto), topics, ids) == {}
             retained = _retained(mqtt_client_factory(mosquitto), topics.policy)
@@ -309,3 +348,64 @@ def _retained(client, topic: str) -> bytes:
     client.subscribe(topic, qos=1)
     wait_for(lambda: bool(got), 5, f"a retained message on {topic}")
     return got[-1]
+
+
+@pytest.mark.slow
+def test_a_lying_board_neither_passes_a_bad_policy_nor_vetoes_a_good_one(
+    mosquitto, mqtt_client_factory, policy_keys, cli, tmp_path
+):
+    """The rollout attacks of issue 32, against four real boards: each failed before the
+    deployer measured the policies itself and numbered them by the run's own counter."""
+    signer, pub = policy_keys
+    key = pub.with_suffix(".key")
+    run, n = "rollout-liar", 4
+    topics, url, ids = Topics("edge-rl", run), mosquitto.url, fleet_ids(n, "rl")
+    learner = mqtt_client_factory(mosquitto)
+    history = History(mqtt_client_factory(mosquitto), topics)
+    board = _end_of_run(learner, topics, run, signer, tmp_path)
+    fleet = Fleet(n, board, url, "CartPole-v1", policy_key=pub, run=run, id_prefix="rl")
+    args = ["--broker", url, "--run", run, "--signing-key", str(key), "--bundle-key", str(pub)]
+
+    def deploy(quality: str) -> tuple[int, dict]:
+        bundle = _bundle_file(tmp_path, quality, signer)
+        done = cli("deploy", str(bundle), *args, *DEPLOY, "--json", timeout=180)
+        assert done.returncode in (0, 2, 3), done.stderr
+        return done.returncode, json.loads(done.stdout)
+
+    try:
+        with fleet:
+            before = history.wait_all(
+                ids, lambda s: s.state == "serving" and s.policy_version == 3, timeout=60
+            )
+            old = (3, before[ids[0]].policy_digest)
+
+            # (1) it claims -1e300 for the policy served: a bad policy is still stopped
+            liar = LyingServer(mqtt_client_factory(mosquitto), topics, RUN_ID, "liar", old, -1e300)
+            code, out = deploy("random")
+            assert code == 2 and out["result"] == "aborted", out
+            assert out["measured_candidate"] < 100 and out["measured_baseline"] == 500.0
+            assert "liar" in out["flagged"]
+            assert all(history.latest()[a].policy_version == 3 for a in ids)
+
+            # (2) it claims 1e300, and refuses the new policy when sent it: no veto
+            liar.serving, liar.claim, liar.refuse_on_target = old, 1e300, 1
+            liar.say()
+            code, out = deploy("good2")
+            assert code == 0 and out["result"] == "deployed", out
+            assert set(ids) <= set(out["serving_new"]) and out["version"] == 4
+            if "liar" in out["assigned"]:
+                assert out["flagged"]["liar"] == "refused a policy the other boards took"
+            history.wait_all(ids, lambda s: s.policy_version == 4, timeout=10)
+
+            # (3) a retained status of v2^53-1, and the liar gone: the next deploy numbers
+            # its policy by the run's retained policy (v4), not by any board's word
+            liar.serving, liar.claim = (2**53 - 1, "c" * 64), 500.0
+            liar.say()
+            liar.client.disconnect()
+            code, out = deploy("good")
+            assert code == 0 and out["result"] == "deployed", out
+            assert out["version"] == 5 and "liar" in out["skipped"]
+            history.wait_all(ids, lambda s: s.policy_version == 5, timeout=10)
+    finally:
+        for topic in (topics.policy, topics.control, topics.status("liar")):
+            learner.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)

@@ -9,6 +9,7 @@ benchmarks/attacks.py.
     evil.announce()    # a status like a board's: it is granted credit
     evil.play(grant)   # every game a board's password allows, once
     evil.extras(grant) # rewards of 1e6 on a truncated episode, a status stall of its own
+    evil.spoof_figures()  # returns of 1e300, 1e308; 1e308 s in every runtime bucket
 
 ``PerfectBoard`` plays by every rule ingest checks (its run id, its own topic, inside the
 observation space, CartPole's reward of exactly 1, within its grant) and sends data no
@@ -26,9 +27,9 @@ import numpy as np
 
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport
-from edge_rl.types import ActorStatus, TransitionBatch
+from edge_rl.types import BREAKDOWN_KEYS, ActorStatus, TransitionBatch
 from edge_rl.wire.envelope import CodecError
-from edge_rl.wire.messages import decode_credit, encode_status
+from edge_rl.wire.messages import decode_credit, decode_target, encode_status
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
 
@@ -200,6 +201,24 @@ class CompromisedBoard:
             )
         )
         self.second_session_under(self.twin_of, small)
+        self.spoof_figures()
+
+    def spoof_figures(self) -> None:
+        """Statuses within its grant whose figures no board can have: returns of 1e300
+        and 1e308, 1e308 s in every runtime bucket, 1e308 steps a second (their sums were
+        infinite: ``summary.json`` held ``Infinity``)."""
+        for ret in (1e300, 1e308):
+            self.status(
+                ActorStatus(
+                    self.actor,
+                    "running",
+                    run_id=self.run_id,
+                    session=self.session,
+                    recent_return=ret,
+                    env_steps_per_s=1e308,
+                    breakdown={k: 1e308 for k in BREAKDOWN_KEYS},
+                )
+            )
 
     def extras(self, grant: int) -> None:
         """A short episode of rewards of 1e6, truncated (its return would drive the
@@ -223,3 +242,59 @@ class CompromisedBoard:
 
     def stop(self) -> None:
         self.own.stop()
+
+
+class LyingServer:
+    """A serving board's statuses, told by an attacker during ``edge-rl deploy``: it claims
+    ``claim`` as its recent return, takes every target it is sent as served (with that
+    return, and ``refuse`` added to its ``policies_failed``), so it looks like a board."""
+
+    def __init__(
+        self,
+        client,  # a connected paho client (tests' mqtt_client_factory)
+        topics: Topics,
+        run_id: str,
+        actor: str,
+        serving: tuple[int, str],  # (version, digest) it says it serves
+        claim: float,
+        refuse: int = 0,
+    ) -> None:
+        self.client, self.topics, self.run_id, self.actor = client, topics, run_id, actor
+        self.serving, self.claim, self.refuse = serving, claim, 0
+        self.refuse_on_target = refuse
+        self.targets = 0
+        client.on_message = self._on_target
+        client.subscribe(topics.target(actor), qos=1)
+        self.say()
+
+    def say(self, wait: bool = True) -> None:
+        """Publish its status (``wait``: for the broker's ack; never on paho's thread)."""
+        version, digest = self.serving
+        status = ActorStatus(
+            self.actor,
+            "serving",
+            run_id=self.run_id,
+            session=1,
+            policy_version=version,
+            policy_digest=digest,
+            recent_return=self.claim,
+            served_episodes=100,
+            policies_failed=self.refuse,
+        )
+        sent = self.client.publish(
+            self.topics.status(self.actor), encode_status(status), qos=1, retain=True
+        )
+        if wait:
+            sent.wait_for_publish(5)
+
+    def _on_target(self, _client, _userdata, message) -> None:
+        if not message.payload:
+            return  # a cleared target
+        try:
+            target = decode_target(message.payload, 32 * 1024 * 1024)
+        except CodecError:
+            return
+        self.targets += 1
+        self.serving = (target.policy_version, target.model_sha256)
+        self.refuse += self.refuse_on_target if target.bundle else 0
+        self.say(wait=False)

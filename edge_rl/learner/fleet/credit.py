@@ -20,6 +20,7 @@ an actor's data and claims by.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from collections.abc import Collection, Mapping, Sequence
@@ -30,6 +31,7 @@ class CreditLedger:
     def __init__(self) -> None:
         self.granted: dict[str, int] = {}  # actor id -> env steps it may take in all
         self._received_from: dict[str, int] = {}  # actor id -> transitions counted so far
+        self.withheld = 0  # the most steps held back at once for want of delivery (``trust`` < 1)
 
     def grant(
         self,
@@ -42,6 +44,7 @@ class CreditLedger:
         stepped: Mapping[str, int] | None = None,
         max_outstanding: int | None = None,
         min_share: int = 1,
+        trust: Mapping[str, float] | None = None,
     ) -> dict[str, int]:
         """Credits for ``known`` actors, given ``received`` transitions of ``allowed``.
 
@@ -59,8 +62,12 @@ class CreditLedger:
         ``min_share``: the fewest steps one actor is granted at a time while there is less
         than that for every actor; the rest waits for the next call (pass 1 once ``allowed``
         is the whole budget, so that the last steps are granted).
+        ``trust``: each actor's share of ``max_outstanding``, in [0, 1] (write_off.py's
+        ``delivery``: a board that claims steps it never delivers holds less); what it
+        withholds stays in the pool for the others; ``withheld`` is the most held back in
+        one call (a sum over calls would count the same steps every round).
         """
-        lost, stepped = lost or {}, stepped or {}
+        lost, stepped, trust = lost or {}, stepped or {}, trust or {}
         known = sorted(known)
         for a in known:
             got = by_actor.get(a, 0)
@@ -74,11 +81,18 @@ class CreditLedger:
         available = allowed - received - outstanding
         growing = [a for a in known if a not in frozen]
         if available > 0 and growing:
+            withheld = 0
             for a, more in self._shares(available, growing, min_share).items():
                 if max_outstanding is not None:
-                    held = self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0)
-                    more = max(0, min(more, max_outstanding - max(0, held)))
+                    held = max(0, self.granted[a] - by_actor.get(a, 0) - lost.get(a, 0))
+                    # Rounded up: near the budget a board may hold 1 step, and 1 x 0.97
+                    # floored to 0 withheld the run's last steps for ever.
+                    cap = math.ceil(max_outstanding * trust.get(a, 1.0))
+                    capped = max(0, min(more, cap - held))
+                    withheld += max(0, min(more, max_outstanding - held)) - capped
+                    more = capped
                 self.granted[a] += more
+            self.withheld = max(self.withheld, withheld)
         return {a: self.granted[a] for a in known}
 
     def _shares(self, available: int, growing: list[str], min_share: int) -> dict[str, int]:

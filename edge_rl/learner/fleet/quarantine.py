@@ -2,7 +2,7 @@
 off the fleet's.
 
     watch = BoardWatch(cfg.quarantine, max_boards=cfg.fleet.max_actors)
-    watch.accepted("pi-01", reward, returns)   # ingest thread: a batch went into replay
+    watch.accepted("pi-01", reward, returns, version)  # ingest thread: a batch in replay
     watch.refused("pi-01")                     # ingest thread: a batch of its topic refused
     for verdict in watch.judge(env_steps):     # ingest thread: new quarantines (logged once)
         replay.evict(verdict.actor)
@@ -15,12 +15,18 @@ of one run act with the same policies in the same env, so their figures over the
 stretch of the run agree up to noise. The rule, with ``QuarantineConfig``'s figures:
 
 * every batch and episode return is tagged with the fleet's clock when it arrived (the
-  transitions the watch has taken from all boards before it: the learner's env steps);
+  transitions the watch has taken from all boards before it: the learner's env steps) and
+  the policy version it was acted under;
 * a board's window is its last ``window_transitions`` transitions and its last
   ``window_episodes`` returns; it is judged once it has ``min_transitions``
   (``min_episodes``) of them;
 * the judged boards are compared on one stretch of the run: from the oldest start of
-  their windows (at most ``stretch_steps`` back) to now. Each board's figure is over all its
+  their windows (at most ``stretch_steps`` back) to now, like with like: a span of it is
+  compared only among the boards' data acted under one policy version (the manifest sets
+  a version's exploration, so like exploration too). Early in training the versions and
+  their exploration change fast; a board whose data came under a newer, less exploring
+  policy was compared with boards still on older ones, and an honest board was
+  quarantined at z 7.1. Each board's figure is over all its
   data of that stretch: its mean reward per step, and its median return (while a fleet
   learns, one long episode among short ones moved an honest board's mean return to a z of
   4.4 against its fleet). A board starved of credit has a window reaching further back,
@@ -37,7 +43,9 @@ stretch of the run agree up to noise. The rule, with ``QuarantineConfig``'s figu
 
 A board keeps its window and, older than that, what arrived in the last ``stretch_steps``
 of the clock: all boards together hold at most ``stretch_steps`` entries beyond their
-windows. Quarantine is for the rest of the run (resume included: ``state``/``load_state``).
+windows. Quarantine is for the rest of the run start: a resumed learner lifts every one
+(``release``) unless the operator keeps them (``--keep-quarantine``; ``--release ID`` lifts
+one); the board is told why (fleet control sends it a ``paused`` control with ``reason``).
 Every access holds ``_lock``: the ingest thread writes, fleet control and the meter read.
 """
 
@@ -109,7 +117,7 @@ def median_noise(values: Sequence[float]) -> float:
 
 
 def aligned_figures(
-    samples: Mapping[str, Iterable[tuple[int, T]]],
+    samples: Mapping[str, Iterable[tuple[int | tuple[int, int], T]]],
     since: int,
     now: int,
     bins: int,
@@ -117,7 +125,9 @@ def aligned_figures(
     min_boards: int,
 ) -> Aligned:
     """Each board's figure on the stretch of the clock from ``since`` to ``now``, span by
-    span against the fleet. The stretch is cut into equal spans, as many as ``bins`` and as
+    span against the fleet. A sample is tagged with its clock, or (clock, policy version):
+    a span is then cut by version too, and a board meets only the data of its version.
+    The stretch is cut into equal spans, as many as ``bins`` and as
     few as needed for every board to meet ``min_boards`` boards (itself included) in one of
     them (one span: each board's figure over the whole stretch). In each such span, a board
     differs from the fleet by its ``figure`` of the span's (clock, sample)s minus the median
@@ -131,17 +141,28 @@ def aligned_figures(
     spans that share the fleet's medians is not that much steadier. With four boards the
     fleet's MAD alone is itself noise: three boards that agree by chance make a fourth
     one's ordinary spread look like an outlier (an honest Pendulum run, seed 4, at z 6.5)."""
-    kept = {a: [(c, x) for c, x in entries if c >= since] for a, entries in samples.items()}
+    tagged = {a: [(_tag(c), x) for c, x in entries] for a, entries in samples.items()}
+    kept = {a: [(c, x) for c, x in entries if c[0] >= since] for a, entries in tagged.items()}
     kept = {a: entries for a, entries in kept.items() if entries}
-    for k in range(bins, 0, -1):
-        aligned = _span_figures(kept, since, now, k, figure, min_boards)
-        if len(aligned.figures) == len(kept):
-            return aligned
+    # By version where every board meets min_boards of its version; else by the clock
+    # alone: a board that tags its data with a version no other board acts under (an old
+    # one, an unknown one) must not escape the rule, nor stop it for the whole fleet.
+    unversioned = {a: [((c, 0), x) for (c, _), x in entries] for a, entries in kept.items()}
+    for cells in (kept, unversioned):
+        for k in range(bins, 0, -1):
+            aligned = _span_figures(cells, since, now, k, figure, min_boards)
+            if len(aligned.figures) == len(cells):
+                return aligned
     return NOTHING
 
 
+def _tag(c: int | tuple[int, int]) -> tuple[int, int]:
+    """(clock, version) of a sample's tag (a bare clock: version 0)."""
+    return c if isinstance(c, tuple) else (c, 0)
+
+
 def _span_figures(
-    samples: Mapping[str, list[tuple[int, T]]],
+    samples: Mapping[str, list[tuple[tuple[int, int], T]]],
     since: int,
     now: int,
     bins: int,
@@ -150,11 +171,11 @@ def _span_figures(
 ) -> Aligned:
     """``aligned_figures`` with the stretch cut into ``bins`` spans."""
     width = max(1, now - since)
-    spans: dict[int, dict[str, list[T]]] = {}
+    spans: dict[tuple[int, int], dict[str, list[T]]] = {}  # (span, version) -> board -> xs
     for actor, entries in samples.items():
-        for clock, x in entries:
+        for (clock, version), x in entries:
             span = min(bins - 1, (clock - since) * bins // width)
-            spans.setdefault(span, {}).setdefault(actor, []).append(x)
+            spans.setdefault((span, version), {}).setdefault(actor, []).append(x)
     levels: list[float] = []
     diffs: dict[str, list[float]] = {}
     own: dict[str, list[float]] = {}
@@ -228,19 +249,23 @@ class _Board:
     def __init__(self, window_transitions: int, window_episodes: int) -> None:
         self.window_transitions = window_transitions
         self.window_episodes = window_episodes
-        self.batches: deque[tuple[int, int, float, float]] = deque()
+        # (clock, n, sum, sum of squares, policy version) per batch; (clock, return,
+        # version) per episode
+        self.batches: deque[tuple[int, int, float, float, int]] = deque()
         self.kept = 0  # transitions in ``batches``
-        self.returns: deque[tuple[int, float]] = deque()
+        self.returns: deque[tuple[int, float, int]] = deque()
         self.transitions = 0
         self.taken = 0
         self.refused = 0
         self.peak_z = 0.0
 
-    def add(self, clock: int, reward: np.ndarray, returns: Iterable[float]) -> None:
+    def add(
+        self, clock: int, reward: np.ndarray, returns: Iterable[float], version: int = 0
+    ) -> None:
         r = reward.astype(np.float64)
-        self.batches.append((clock, len(r), float(r.sum()), float(np.square(r).sum())))
+        self.batches.append((clock, len(r), float(r.sum()), float(np.square(r).sum()), version))
         self.kept += len(r)
-        self.returns.extend((clock, float(x)) for x in returns)
+        self.returns.extend((clock, float(x), version) for x in returns)
         self.transitions += len(r)
         self.taken += 1
 
@@ -257,27 +282,31 @@ class _Board:
         """(transitions, clock it starts at) of the reward window: the newest batches that
         hold ``window_transitions`` (all of them if fewer)."""
         n, start = 0, 0
-        for clock, k, _, _ in reversed(self.batches):
+        for clock, k, _, _, _ in reversed(self.batches):
             n, start = n + k, clock
             if n >= self.window_transitions:
                 break
         return n, start
 
     def recent_returns(self) -> list[tuple[int, float]]:
-        return list(self.returns)[-self.window_episodes :]
+        return [(c, r) for c, r, _ in list(self.returns)[-self.window_episodes :]]
+
+    def return_samples(self) -> list[tuple[tuple[int, int], float]]:
+        """((clock, version), return) per episode kept."""
+        return [((c, v), r) for c, r, v in self.returns]
 
     def rewards_since(self, since: int) -> tuple[int, float, float]:
         """(n, sum, sum of squares) of the rewards that arrived at ``since`` or later."""
         n, total, sq = 0, 0.0, 0.0
-        for clock, k, s, q in reversed(self.batches):
+        for clock, k, s, q, _ in reversed(self.batches):
             if clock < since:
                 break
             n, total, sq = n + k, total + s, sq + q
         return n, total, sq
 
-    def batch_sums(self) -> list[tuple[int, tuple[int, float]]]:
-        """(clock, (transitions, sum of rewards)) per batch kept."""
-        return [(clock, (n, s)) for clock, n, s, _ in self.batches]
+    def batch_sums(self) -> list[tuple[tuple[int, int], tuple[int, float]]]:
+        """((clock, version), (transitions, sum of rewards)) per batch kept."""
+        return [((clock, v), (n, s)) for clock, n, s, _, v in self.batches]
 
     def figures(self) -> BoardFigures:
         """The board's own window (the summary's figures)."""
@@ -311,14 +340,17 @@ class _Board:
     @classmethod
     def from_state(cls, state: Mapping, window_transitions: int, window_episodes: int) -> _Board:
         board = cls(window_transitions, window_episodes)
-        # A checkpoint without clocks (batches of three, bare returns): all at clock 0.
+        # A checkpoint without clocks (batches of three, bare returns): all at clock 0;
+        # without versions (batches of four, returns of two): all under version 0.
         for entry in state["batches"]:
-            clock, n, s, q = entry if len(entry) == 4 else (0, *entry)
-            board.batches.append((int(clock), int(n), float(s), float(q)))
+            entry = list(entry) if len(entry) != 3 else [0, *entry]
+            clock, n, s, q, v = entry if len(entry) == 5 else (*entry, 0)
+            board.batches.append((int(clock), int(n), float(s), float(q), int(v)))
             board.kept += int(n)
         for entry in state["returns"]:
-            clock, r = entry if isinstance(entry, list | tuple) else (0, entry)
-            board.returns.append((int(clock), float(r)))
+            entry = list(entry) if isinstance(entry, list | tuple) else [0, entry]
+            clock, r, v = entry if len(entry) == 3 else (*entry, 0)
+            board.returns.append((int(clock), float(r), int(v)))
         board.transitions, board.taken, board.refused = (int(c) for c in state["counts"])
         board.peak_z = float(state.get("peak_z", 0.0))
         return board
@@ -339,12 +371,15 @@ class BoardWatch:
 
     # --- ingest thread -----------------------------------------------------------------
 
-    def accepted(self, actor: str, reward: np.ndarray, returns: Iterable[float]) -> None:
-        """A batch of ``actor`` went into replay; ``returns`` of the episodes it ended."""
+    def accepted(
+        self, actor: str, reward: np.ndarray, returns: Iterable[float], version: int = 0
+    ) -> None:
+        """A batch of ``actor`` went into replay, acted under policy ``version``;
+        ``returns`` of the episodes it ended."""
         with self._lock:
             board = self._board(actor)
             if board is not None:
-                board.add(self._clock, reward, returns)
+                board.add(self._clock, reward, returns, version)
                 board.expire(self._clock - self.cfg.stretch_steps)
             self._clock += len(reward)
 
@@ -391,7 +426,36 @@ class BoardWatch:
             if v is not None:
                 self._quarantined[actor] = replace(v, rows_evicted=v.rows_evicted + rows)
 
+    def release(self, actors: Iterable[str] | None = None) -> list[str]:
+        """Lift the quarantine of ``actors`` (None: of every board), on an operator's word
+        (``edge-rl learn --resume --release ID``) or at a new start of the run; each board
+        released is judged afresh, from its next batch. The boards released, sorted."""
+        with self._lock:
+            chosen = set(self._quarantined) if actors is None else set(actors)
+            freed = sorted(chosen & set(self._quarantined))
+            for actor in freed:
+                del self._quarantined[actor]
+                self._boards.pop(actor, None)
+        for actor in freed:
+            log.warning("board %s released from quarantine: judged afresh", actor)
+        return freed
+
     # --- any thread ----------------------------------------------------------------------
+
+    def reason(self, actor: str) -> str:
+        """Why ``actor`` is in quarantine, as the board is told it; "" if it is not."""
+        with self._lock:
+            v = self._quarantined.get(actor)
+        if v is None:
+            return ""
+        if v.rule == "refused":
+            what = f"{v.value:.0%} of its batches refused"
+        else:
+            what = f"its {v.rule} {v.value:.4g} against the fleet's {v.fleet:.4g} (z {v.z:.1f})"
+        return (
+            f"quarantined at {v.env_steps} env steps: {what}; no credit, its data refused "
+            "until an operator releases it (edge-rl learn --resume RUN_DIR --release ID)"
+        )
 
     def is_quarantined(self, actor: str) -> bool:
         with self._lock:
@@ -458,9 +522,9 @@ class BoardWatch:
         if not judged:
             return 0, NOTHING
         since = self._stretch(windows[a][0][0] for a in judged)
-        samples = {a: list(boards[a].returns) for a in judged}
+        samples = {a: boards[a].return_samples() for a in judged}
         aligned = self._aligned(samples, since, median_of)
-        own = [median_noise([r for c, r in samples[a] if c >= since]) for a in aligned.figures]
+        own = [median_noise([r for (c, _), r in samples[a] if c >= since]) for a in aligned.figures]
         if own:
             aligned = aligned._replace(noise=max(aligned.noise, median_of(own)))
         return since, aligned

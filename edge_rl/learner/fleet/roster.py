@@ -10,8 +10,10 @@ A status must decode and come from its own actor's topic (``status_rejected``); 
 another run start is ignored (``status_other_run``); one that claims more env steps or
 transitions than its session was granted (``Grants``) is refused (``status_over_credit``):
 an actor steps only under credit, so such a status is false, and its claim must not become
-credit. Of two live processes under one id the newcomer is refused (identity.py); past
-``fleet.max_actors`` a new actor is refused.
+credit. Every other figure is clamped to what the env and the status's own counts make
+possible (figures.py: a return of 1e308 becomes the env's highest; ``status_clamped``
+counts such statuses, each still recorded). Of two live processes under one id the
+newcomer is refused (identity.py); past ``fleet.max_actors`` a new actor is refused.
 
 ``check`` runs on the transport's thread alone (its counters have that one writer);
 ``record`` and every read hold FleetControl's lock.
@@ -24,6 +26,7 @@ import logging
 from collections.abc import Callable
 
 from edge_rl.learner.fleet.credit import Grants
+from edge_rl.learner.fleet.figures import GENERIC_LIMITS, StatusLimits, bound_status
 from edge_rl.learner.fleet.identity import Identities
 from edge_rl.types import ActorStatus
 from edge_rl.wire.envelope import CodecError
@@ -41,7 +44,10 @@ class Roster:
         grants: Grants,
         max_actors: int,
         identity_window_s: float,
+        limits: StatusLimits | None = None,
     ) -> None:
+        """``limits``: the run's env's return range (figures.py); None: ``GENERIC_LIMITS``."""
+        self.limits = limits or GENERIC_LIMITS
         self.topics = topics
         self.run_id = run_id
         self.grants = grants
@@ -55,6 +61,7 @@ class Roster:
         self.status_other_run = 0  # statuses of another run start (or none yet): ignored
         self.status_over_credit = 0  # statuses that claim more than their grant: refused
         self.actors_refused = 0  # new actors past max_actors
+        self.status_clamped = 0  # statuses with a figure outside what is possible: clamped
 
     def check(self, topic: str, payload: bytes) -> ActorStatus | None:
         """The status in ``payload`` if it is to be recorded; else None (counted)."""
@@ -72,7 +79,20 @@ class Roster:
             return None
         if self._over_credit(status):
             return None
-        return status
+        return self._bounded(status)
+
+    def _bounded(self, status: ActorStatus) -> ActorStatus:
+        """``status`` with its figures clamped (figures.py); counted, logged once."""
+        bounded, clamped = bound_status(status, self.limits)
+        if clamped:
+            self.status_clamped += 1
+            if self.status_clamped == 1:  # the counter says how often
+                log.warning(
+                    "%s: a status with %s outside what is possible: clamped",
+                    status.actor_id,
+                    ", ".join(clamped),
+                )
+        return bounded
 
     def _over_credit(self, status: ActorStatus) -> bool:
         """Whether ``status`` claims more env steps or transitions than its session was

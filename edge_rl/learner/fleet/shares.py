@@ -68,6 +68,7 @@ class Shares:
         lost: Mapping[str, int],
         idle: Collection[str],
         stepped: Mapping[str, int],
+        trust: Mapping[str, float] | None = None,
     ) -> dict[str, int]:
         """Each ``online`` actor's credit once ``updates`` are done and ``received``
         transitions are in (``by_actor``); ``lost``, ``idle`` and ``stepped`` as
@@ -84,4 +85,5 @@ class Shares:
             stepped,
             held_at_most(allowed - received, len(online), min_share),
             min_share=min_share,
+            trust=trust,
         )

@@ -11,9 +11,12 @@ the ingest thread; ``stats`` is read at the run's end.
 
 A gap is bounded by the session's unused credit (``room``): every batch holds at least one
 transition, stepped under credit. A seq that would open a wider gap is refused
-(``over_credit``), so one message cannot make ``missing_batches`` 2^53. A session's first
-batch may number on from an earlier run start (protocol.md §6 rule 9): if its seq is past
-``room``, the seqs below it are not counted as missing.
+(``over_credit``), so one message cannot make ``missing_batches`` 2^53. ``missing_batches``
+counts only what this run start could have lost: the gaps after a session's first batch
+seen. A process numbers its batches on from an earlier run start (protocol.md §6 rule 9),
+so the seqs below its first batch here are, as far as the learner can tell, another run
+start's; a batch of this run start lost before that first one still shows, as the credit
+it used (written off, ``credit_written_off``).
 """
 
 from __future__ import annotations
@@ -67,9 +70,8 @@ class Dedup:
         session's unused credit (None: unbounded); raises ``Rejected("over_credit")`` for a
         seq that would open a gap wider than that, marking nothing."""
         tracker = self._seqs.get(key)
-        if tracker is None:
-            floor = -1 if room is None or seq <= room else seq - 1
-            tracker = self._seqs[key] = SeqTracker(floor, max_seq=floor)
+        if tracker is None:  # below it: an earlier run start's, or not this one's to count
+            tracker = self._seqs[key] = SeqTracker(seq - 1, max_seq=seq - 1)
         elif room is not None and seq - max(tracker.max_seq, tracker.floor) - 1 > room:
             raise Rejected("over_credit", f"seq {seq} skips more batches than {room} steps")
         return tracker.first_time(seq)

@@ -20,7 +20,9 @@
     Grants               Rejected: not_granted (an id never granted credit), not_owner (a
                          session other than the one its id's grant is for), over_credit (past
                          the session's grant): a share of replay never exceeds the grant
-    Accounting           the budget cut, then replay.add, then the counters and episodes
+    Accounting           the budget cut, then replay.add (and the rows an intervention
+                         acted into the demonstration buffer: learner/demos.py), then
+                         the counters and episodes
     BoardWatch.judge     each board's figures against the fleet's (at most once a second):
                          a board it quarantines has its rows evicted from replay
 
@@ -34,6 +36,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Set
 
+from edge_rl.learner.demos import BatchMixer
 from edge_rl.learner.fleet.credit import Grants
 from edge_rl.learner.fleet.quarantine import BoardWatch
 from edge_rl.learner.ingest.accounting import Accounting, IngestStats
@@ -75,19 +78,22 @@ class Ingest:
         bounds: Bounds | None = None,
         watch: BoardWatch | None = None,
         evict: bool = True,
+        demos: BatchMixer | None = None,
     ) -> None:
         """``max_transitions``: the run's budget; a batch that crosses it is cut there.
         ``run_id``: only batches stepped for this start of the run are taken. ``grants``:
         what fleet control granted (None: no credit bound, for ingest on its own).
         ``bounds``: the env's plausible observations and rewards (None: magnitudes only).
         ``watch``: per-board figures and quarantine (None: none); ``evict``: a quarantined
-        board's rows leave replay."""
+        board's rows leave replay. ``demos``: where rows an intervention acted are copied
+        (None: nowhere)."""
         self.spec = spec
         self.replay = replay
         self.max_payload_bytes = max_payload_bytes
         self.grants = grants
         self.watch = watch
         self.evict = evict
+        self.demos = demos
         self.topics = topics
         self.validate = Validator(
             topics,
@@ -137,14 +143,17 @@ class Ingest:
         n = self.accounting.within_budget(len(batch))
         if n == 0:
             return False
-        b = batch
-        self.replay.add(
-            b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n], b.actor_id
-        )
+        b, acted = batch, batch.interventions[:n]
+        rows = (b.obs[:n], b.action[:n], b.reward[:n], b.next_obs[:n], b.terminated[:n])
+        self.replay.add(*rows, b.actor_id, b.truncated[:n], acted)
+        if self.demos is not None and acted.any():
+            self.demos.add_interventions(
+                tuple(a[acted] for a in (*rows, b.truncated[:n])), b.actor_id
+            )
         done = (b.terminated | b.truncated)[:n]
         returns = self.accounting.accepted(key, b.seq, b.reward[:n], done)
         if self.watch is not None:
-            self.watch.accepted(b.actor_id, b.reward[:n], returns)
+            self.watch.accepted(b.actor_id, b.reward[:n], returns, b.policy_version)
             self._judge()
         return True
 
@@ -155,6 +164,8 @@ class Ingest:
         for verdict in self.watch.judge(self.accounting.transitions, time.monotonic()):
             if self.evict:
                 self.watch.evicted(verdict.actor, self.replay.evict(verdict.actor))
+                if self.demos is not None:  # its interventions too
+                    self.demos.demos.evict(verdict.actor)
 
     def _credit_of(self, batch: TransitionBatch) -> int | None:
         """The credit of the session that sent ``batch``: 0 if the grant is not its (or

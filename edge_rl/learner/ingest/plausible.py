@@ -1,7 +1,16 @@
 """What a transition of the run's env can hold: observation bounds from its observation
 space, and per-step reward bounds (protocol.md §3.1, security.md). A batch outside them is
-refused (``out_of_bounds``, ``implausible_reward``): a board with valid credentials that
-sends rewards of ±1e6 must not reach replay, even though they are finite and well-formed.
+refused (``out_of_bounds``, ``implausible_reward``, ``implausible_obs``): a board with
+valid credentials that sends rewards of ±1e6 must not reach replay, even though they are
+finite and well-formed.
+
+Observation dimensions the space leaves unbounded (CartPole's two velocities, every one of
+HalfCheetah's) are bounded by the same warm-up: each dimension's range over
+``ingest.warmup_steps`` random env steps, widened by ``ingest.warmup_margin`` times its
+width (at least 1) on each side. A batch inside the space but outside those bounds is
+refused (``implausible_obs``): CartPole velocities of ±9.9e5 are finite and inside the
+space, and as export calibration data they broke every export after them. The same bounds
+clip the export's calibration (outbound/packager.py).
 
     bounds = bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward)  # may step it
     bounds.reward_source           # which rule gave the reward bounds
@@ -47,6 +56,26 @@ class Bounds:
     reward_low: float
     reward_high: float
     reward_source: str  # "config", "known", "warm-up" or "generic"
+    # Bounds of the unbounded dimensions from the warm-up (the space's elsewhere); empty:
+    # the space's alone (no warm-up, or a space bounded in every dimension).
+    plausible_low: tuple[float, ...] = ()
+    plausible_high: tuple[float, ...] = ()
+
+    def obs_implausible(self, obs: np.ndarray) -> bool:
+        """Whether any observation in ``obs`` [n, *shape] is outside the warm-up's bounds."""
+        if not self.plausible_low:
+            return False
+        flat = obs.reshape(len(obs), -1).astype(np.float64)
+        return bool(
+            np.any(flat < np.asarray(self.plausible_low)) or np.any(flat > self.plausible_high)
+        )
+
+    def clip(self, obs: np.ndarray) -> np.ndarray:
+        """``obs`` [n, *shape] clipped to the tightest bounds known (finite dimensions)."""
+        low = np.asarray(self.plausible_low or self.obs_low, np.float64)
+        high = np.asarray(self.plausible_high or self.obs_high, np.float64)
+        flat = obs.reshape(len(obs), -1)
+        return np.clip(flat, low, high).astype(obs.dtype).reshape(obs.shape)
 
     def obs_outside(self, obs: np.ndarray) -> bool:
         """Whether any observation in ``obs`` [n, *shape] is outside the space's bounds."""
@@ -67,11 +96,64 @@ def bounds_for_env(env_id: str, ingest: IngestConfig, seed: int, max_abs_reward:
     env = make_env(env_id)
     try:
         low, high = obs_bounds(env.observation_space)
+        plausible = plausible_obs(env, low, high, ingest, seed)
         lo, hi, source = reward_bounds(env_id, ingest, seed, max_abs_reward, env)
     finally:
         env.close()
     log.info("ingest: rewards per step in [%g, %g] (%s)", lo, hi, source)
+    if plausible is not None:
+        log.info("ingest: observations in [%s] .. [%s] (warm-up)", *map(_short, plausible))
+        return Bounds(low, high, lo, hi, source, *plausible)
     return Bounds(low, high, lo, hi, source)
+
+
+def _short(xs: tuple[float, ...]) -> str:
+    return ", ".join(f"{x:.3g}" for x in xs)
+
+
+def plausible_obs(
+    env: Any,
+    low: tuple[float, ...],
+    high: tuple[float, ...],
+    ing: IngestConfig,
+    seed: int,
+) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """Bounds for the dimensions the space leaves unbounded, by the module's rule; None
+    when every dimension is bounded, or there is no warm-up."""
+    unbounded = ~(np.isfinite(low) & np.isfinite(high))
+    if not unbounded.any() or not ing.warmup_steps:
+        return None
+    seen = warmup_observations(env, ing.warmup_steps, seed)
+    if seen is None:
+        return None
+    lo, hi = seen
+    pad = ing.warmup_margin * np.maximum(hi - lo, 1.0)
+    new_low = np.where(unbounded, lo - pad, low)
+    new_high = np.where(unbounded, hi + pad, high)
+    # Never wider than the space (a half-bounded dimension keeps its finite side).
+    new_low, new_high = np.maximum(new_low, low), np.minimum(new_high, high)
+    return tuple(map(float, new_low)), tuple(map(float, new_high))
+
+
+def warmup_observations(env: Any, steps: int, seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per dimension, the smallest and largest observation of ``steps`` uniformly random
+    env steps (None if the env cannot be stepped or gives a non-finite one)."""
+    try:
+        env.action_space.seed(seed)
+        obs, _ = env.reset(seed=seed)
+        lo = hi = np.asarray(obs, np.float64).reshape(-1)
+        for _ in range(steps):
+            obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            flat = np.asarray(obs, np.float64).reshape(-1)
+            lo, hi = np.minimum(lo, flat), np.maximum(hi, flat)
+            if terminated or truncated:
+                obs, _ = env.reset()
+    except Exception:  # noqa: BLE001 - any env: the space's bounds alone apply
+        log.exception("ingest: the observation warm-up failed; the space's bounds apply")
+        return None
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        return None
+    return lo, hi
 
 
 def obs_bounds(space: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -87,6 +87,12 @@ class Validator:
             return
         if b.obs_outside(batch.obs) or b.obs_outside(batch.next_obs):
             raise Rejected("out_of_bounds", "an observation outside the observation space")
+        if b.obs_implausible(batch.obs) or b.obs_implausible(batch.next_obs):
+            big = float(max(np.abs(batch.obs).max(), np.abs(batch.next_obs).max()))
+            raise Rejected(
+                "implausible_obs",
+                f"an observation (|obs| up to {big:.3g}) outside the env's warm-up bounds",
+            )
         if b.reward_outside(batch.reward):
             lo, hi = float(batch.reward.min()), float(batch.reward.max())
             raise Rejected(

@@ -6,6 +6,13 @@
 
 A failing export is counted and not published: actors keep the previous policy. It
 packages and signs; PolicyBroadcast (broadcast.py) publishes.
+
+Calibration and parity observations are drawn from replay across boards (no board more
+than its share: ``ReplayBuffer.drawn``) and clipped to the env's plausible bounds
+(ingest/plausible.py), so that one board's data cannot make the int8 ranges. When an
+export fails anyway, the board whose observation lies farthest off the others' in the
+draw (a robust z of at least ``SUSPECT_Z``) is named in the warning and counted
+(``PackagerStats.suspects``): the board whose data preceded the failures.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +33,7 @@ from edge_rl.export.parity import check_exportable
 from edge_rl.export.remote import export_checked, prepare_checked
 from edge_rl.export.tflite import ExportedModel, start_export_worker
 from edge_rl.export.worker import CALL_TIMEOUT_S
+from edge_rl.learner.ingest.plausible import Bounds
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.specs import EnvSpec
@@ -73,6 +81,50 @@ def snapshot(network: Any) -> Any:
 @dataclass(frozen=True)
 class PackagerStats:
     failed: int  # exports that raised or failed their parity check
+    suspects: dict[str, int] = field(default_factory=dict)  # board -> failed exports it led
+
+
+SUSPECT_Z = 10.0  # robust z of an observation past which its board is named
+FLEET_QUANTILES = (0.01, 0.99)  # each board's range of an observation dimension
+FLEET_MARGIN = 1.0  # the fleet's range widened by this many times its width on each side
+MIN_FLEET = 3  # boards in a draw for the fleet's range to hold against one of them
+
+
+def clip_to_fleet(obs: np.ndarray, sources: list[str]) -> np.ndarray:
+    """``obs`` [n, *shape] clipped, per dimension, to the fleet's robust range: each
+    board's ``FLEET_QUANTILES`` of it, the median of those over the boards (one board of
+    three or more cannot move it), widened by ``FLEET_MARGIN`` times its width (at least
+    1e-3). A draw of fewer than ``MIN_FLEET`` boards is returned as it is.
+
+    The int8 export normalises by the calibration's mean and std: a quarter of the rows at
+    ±40 (inside CartPole's plausible bounds) squeezes the honest rows into one int8 step."""
+    boards = sorted(set(sources) - {""})
+    if len(boards) < MIN_FLEET:
+        return obs
+    flat = obs.reshape(len(obs), -1)  # [n, obs_dim]
+    names = np.asarray(sources)
+    ranges = np.stack(
+        [np.quantile(flat[names == b], FLEET_QUANTILES, axis=0) for b in boards]
+    )  # [boards, 2, obs_dim]
+    low, high = np.median(ranges[:, 0], axis=0), np.median(ranges[:, 1], axis=0)  # [obs_dim]
+    pad = FLEET_MARGIN * np.maximum(high - low, 1e-3)
+    return np.clip(flat, low - pad, high + pad).astype(obs.dtype).reshape(obs.shape)
+
+
+def suspect_of(obs: np.ndarray, sources: list[str]) -> tuple[str, float] | None:
+    """The board of the observation farthest off the draw's median, by its largest robust
+    z over the dimensions, and that z; None below ``SUSPECT_Z`` or without a board."""
+    if len(obs) < 3:
+        return None
+    flat = obs.reshape(len(obs), -1).astype(np.float64)  # [n, obs_dim]
+    median = np.median(flat, axis=0)  # [obs_dim]
+    mad = np.median(np.abs(flat - median), axis=0)  # [obs_dim]
+    z = np.abs(flat - median) / np.maximum(1.4826 * mad, 1e-6)  # [n, obs_dim]
+    worst = int(np.argmax(z.max(axis=1)))
+    score = float(z[worst].max())
+    if score < SUSPECT_Z or not sources[worst]:
+        return None
+    return sources[worst], score
 
 
 def version_of(published: Published) -> int:
@@ -91,6 +143,7 @@ class PolicyPackager:
         *,
         seed: int = 0,
         max_packet_bytes: int = 2_000_000,  # the largest bundle a reopened checkpoint holds
+        bounds: Bounds | None = None,  # the env's plausible observations (ingest's)
     ) -> None:
         self.export_cfg = export
         self.stamp = stamp
@@ -101,6 +154,8 @@ class PolicyPackager:
         self.signer = signer  # every bundle is signed (docs/protocol.md §4)
         self.rng = np.random.default_rng(seed + 1)
         self.failed = 0
+        self.bounds = bounds
+        self.suspects: dict[str, int] = {}
         self._warm_up = start_export_worker()  # conversions run in a child process: start it
 
     def prepare(self, network: Any) -> None:
@@ -147,16 +202,29 @@ class PolicyPackager:
         in LiteRT against the same snapshot; the bundle, or None when the check fails."""
         t0 = time.perf_counter()
         e = self.export_cfg
-        # Calibration and parity observations are disjoint draws from replay.
-        obs = self.replay.observations(e.calibration_size + e.parity_size, self.rng)
+        # Calibration and parity observations are disjoint draws from replay, across
+        # boards, clipped to the env's plausible bounds.
+        obs, sources = self.replay.drawn(e.calibration_size + e.parity_size, self.rng)
+        if self.bounds is not None and len(obs):
+            obs = self.bounds.clip(obs)
+        obs = clip_to_fleet(obs, sources)
         n_cal = max(1, len(obs) * e.calibration_size // (e.calibration_size + e.parity_size))
         cal, held_out = obs[:n_cal], obs[n_cal:]
-        checked = export_checked(model, cal, held_out, e.precision, e.per_channel, e.codec)
+        try:
+            checked = export_checked(model, cal, held_out, e.precision, e.per_channel, e.codec)
+        except Exception:
+            log.warning("export v%d raised%s", version, self._blame(obs, sources))
+            raise
         exported = checked.exported
         ok, parity = algo.judge(checked.lite, checked.reference)
         if not ok:
             self.failed += 1
-            log.warning("export v%d not published: parity check failed %s", version, parity)
+            log.warning(
+                "export v%d not published: %s%s",
+                version,
+                parity_sentence(parity),
+                self._blame(obs, sources),
+            )
             return None
         manifest = self._manifest(exported, version, learner_step, exploration, algo.output_kind)
         bundle = PolicyBundle(manifest, checked.payload)
@@ -210,12 +278,21 @@ class PolicyPackager:
         write_json_atomic(self.run_dir.manifest, manifest_to_dict(published.bundle.manifest))
         write_bytes_atomic(self.run_dir.bundle, published.payload)
 
+    def _blame(self, obs: np.ndarray, sources: list[str]) -> str:
+        """The suspect board of a failed export's draw (counted), as a clause of its warning."""
+        found = suspect_of(obs, sources)
+        if found is None:
+            return ""
+        board, z = found
+        self.suspects[board] = self.suspects.get(board, 0) + 1
+        return f"; its calibration's farthest observation (robust z {z:.3g}) came from {board}"
+
     def count_failure(self) -> None:
         """An export that raised (a failed parity check is counted by ``export``)."""
         self.failed += 1
 
     def stats(self) -> PackagerStats:
-        return PackagerStats(self.failed)
+        return PackagerStats(self.failed, dict(sorted(self.suspects.items())))
 
     # --- durable runs (edge_rl/learner/durable.py) ----------------------------------------
 
@@ -259,3 +336,11 @@ def policies_state(policies: Iterable[Published]) -> PartState:
             "compression": p.compression,
         }
     return PartState(meta, blobs=blobs)
+
+
+def parity_sentence(figures: dict[str, float]) -> str:
+    """The parity gate's figures (``Algo.judge``) as a sentence for a log line: ``its int8
+    model in LiteRT is too far from the float network (greedy agreement 0.87, max abs
+    error 0.31)``."""
+    said = ", ".join(f"{k.replace('_', ' ')} {v:.6g}" for k, v in figures.items())
+    return f"its exported model in LiteRT is too far from the float network ({said})"

@@ -26,6 +26,7 @@ from edge_rl.broker.embedded import EmbeddedBroker
 from edge_rl.config import CheckpointConfig, FleetConfig, IngestConfig, RunConfig
 from edge_rl.learner.fleet.control import FleetControl
 from edge_rl.learner.fleet.credit import Grants
+from edge_rl.learner.fleet.figures import MAX_SECONDS
 from edge_rl.learner.ingest.dedup import Dedup
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.ingest.plausible import Bounds, bounds_for_env
@@ -150,15 +151,11 @@ def test_ingest_on_its_own_has_no_credit_bound():
     assert ingest.handle(TOPICS.transitions("pi"), encode_transitions(batch(reward=5.0)))
 
 
-@pytest.mark.parametrize(
-    ("first_seq", "room", "missing"),
-    [(0, 10, 0), (5, 10, 5), (10, 10, 10), (11, 10, 0), (MAX_SEQ, 10, 0)],
-)
-def test_a_sessions_first_seq_counts_a_gap_only_if_its_credit_could_have_made_it(
-    first_seq, room, missing
-):
-    """A process that took part in an earlier run start numbers on (protocol §6 rule 9)."""
-    dedup = Dedup()
+@pytest.mark.parametrize("first_seq", [0, 5, 10, 11, MAX_SEQ])
+def test_a_sessions_first_seq_counts_no_gap_and_a_hostile_one_cannot_inflate_it(first_seq):
+    """A process that took part in an earlier run start numbers on (protocol §6 rule 9):
+    below its first batch here, nothing is this run start's to count as missing."""
+    dedup, room, missing = Dedup(), 10, 0
     assert dedup.first_time(("pi", 7), first_seq, room)
     assert dedup.stats().missing_batches == missing
     with pytest.raises(Rejected, match="over_credit"):
@@ -357,6 +354,10 @@ def run_attacked(tmp_path, broker, cfg, policy_keys, fast_board, wait_for, resum
     return summary, node, log, progress
 
 
+def refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} in summary.json: not strict JSON")
+
+
 def assert_bounded(summary, node, log, cfg) -> dict:
     """The honest run reaches its budget exactly, the attacker's share of replay is within
     its grant (counted from what the honest actors report sent), refusals by reason."""
@@ -392,6 +393,10 @@ def test_a_compromised_board_holds_at_most_its_grant_and_stalls_no_one(
     assert rejected["over_credit"] == 2  # grant + 1 transitions; seq 2^53-1
     assert rejected["not_owner"] == 2  # the old session; the twin under sim-01
     assert summary["status_over_credit"] >= 1  # the 2^53-1 status: refused, not credit
+    # Returns of 1e300 and 1e308, 1e308 s per bucket: clamped, counted, strict JSON.
+    assert summary["status_clamped"] >= 2
+    written = json.loads(node.run_dir.summary.read_text(), parse_constant=refuse_constant)
+    assert written["runtime_breakdown"]["actors"][INTRUDER]["wall"] <= MAX_SECONDS
     assert summary["actor_sessions_refused"] == 1  # the twin
     assert result["share"] == 0 or result["share"] <= log["grant"]
     # No stall: the fleet never stood still for long once it stepped (the actor processes'

@@ -56,12 +56,25 @@ def batch(env_id: str, obs: float = 0.0, reward: float = 1.0, n: int = 4) -> Tra
 @pytest.mark.parametrize(("limit", "taken"), [(1e6, True), (50.0, False)])
 def test_max_abs_observation_bounds_what_the_space_leaves_unbounded(limit, taken):
     # CartPole's cart velocity (and the pole's) is unbounded in its space: 100 is in it.
-    cfg = RunConfig(env_id="CartPole-v1", max_abs_observation=limit)
+    # Without a warm-up, only the generic magnitude bounds it.
+    cfg = RunConfig(
+        env_id="CartPole-v1", max_abs_observation=limit, ingest=IngestConfig(warmup_steps=0)
+    )
     ingest, topics = ingest_for(cfg)
     b = batch("CartPole-v1")
     b.obs[:, 1] = 100.0
     assert ingest.handle(topics.transitions("pi"), encode_transitions(b)) is taken
     assert dict(ingest.stats().rejected) == ({} if taken else {"out_of_bounds": 1})
+
+
+@pytest.mark.parametrize(("velocity", "taken"), [(30.0, True), (100.0, False), (9.9e5, False)])
+def test_the_warm_up_bounds_what_the_space_leaves_unbounded(velocity, taken):
+    # A random policy's cart velocities, widened by 10 widths: about +-40 (the space: inf).
+    ingest, topics = ingest_for(RunConfig(env_id="CartPole-v1"))
+    b = batch("CartPole-v1")
+    b.obs[:, 1] = velocity
+    assert ingest.handle(topics.transitions("pi"), encode_transitions(b)) is taken
+    assert dict(ingest.stats().rejected) == ({} if taken else {"implausible_obs": 1})
 
 
 @pytest.mark.parametrize(("limit", "taken"), [(1e6, True), (5.0, False)])

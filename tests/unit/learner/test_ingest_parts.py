@@ -104,7 +104,9 @@ def test_wrong_run_through_ingest_is_counted_and_leaves_a_gap():
     assert not ingest.handle(a, encode_transitions(batch(seq=0, run_id="an-earlier-start")))
     assert ingest.handle(a, encode_transitions(batch(seq=1)))
     assert ingest.stats().rejected["wrong_run"] == 1
-    assert ingest.missing_batches == 1  # its seq was never trusted: still missing
+    assert ingest.missing_batches == 0  # not this run start's to lose
+    assert ingest.handle(a, encode_transitions(batch(seq=3)))
+    assert ingest.missing_batches == 1  # seq 2: lost in this run start
 
 
 # --- admission -----------------------------------------------------------------------
@@ -141,11 +143,26 @@ def test_dedup_is_per_actor_session_and_forgets_a_session():
     dedup = Dedup()
     assert dedup.first_time(("a", 1), 0) and not dedup.first_time(("a", 1), 0)
     assert dedup.first_time(("a", 2), 0)  # a restarted process counts from 0 again
-    assert dedup.first_time(("b", 1), 3)  # seqs 0-2 of b never came
+    assert dedup.first_time(("b", 1), 3)  # seqs 0-2 of b: another run start's
+    assert dedup.first_time(("b", 1), 7)  # 4-6 never came
     assert dedup.stats() == DedupStats(sessions=3, missing_batches=3)
     dedup.forget(("b", 1))
     assert dedup.stats() == DedupStats(sessions=2, missing_batches=0)
     assert dedup.first_time(("a", 1), 1)
+
+
+def test_missing_counts_only_what_this_run_start_could_have_lost():
+    """A board that sent 585 batches for an earlier run start joins this one with plenty
+    of credit: its seqs go on from 585 (protocol.md §6 rule 9), and none is missing until
+    a batch of this run start is."""
+    dedup = Dedup()
+    assert dedup.first_time(("pi", 9), 585, room=10_000)
+    assert dedup.first_time(("pi", 9), 586, room=10_000)
+    assert dedup.stats().missing_batches == 0
+    assert dedup.first_time(("pi", 9), 589, room=10_000)  # 587 and 588 lost here
+    assert dedup.stats().missing_batches == 2
+    with pytest.raises(Rejected, match="over_credit"):  # a gap past the credit: refused
+        dedup.first_time(("pi", 9), 600, room=5)
 
 
 def test_dedup_state_round_trips_and_forgets_restarted_actors():

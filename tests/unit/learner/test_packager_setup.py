@@ -29,3 +29,14 @@ def test_an_activation_the_export_cannot_run_is_refused_at_prepare(tmp_path) -> 
     )
     with pytest.raises(ValueError, match="q_network: export supports the activations .* 'gelu'"):
         packager.prepare(network)
+
+
+def test_a_refused_export_is_told_in_a_sentence() -> None:
+    from edge_rl.learner.outbound.packager import parity_sentence
+
+    said = parity_sentence({"greedy_agreement": 0.8671875, "max_abs_error": 0.3125})
+    assert said == (
+        "its exported model in LiteRT is too far from the float network "
+        "(greedy agreement 0.867188, max abs error 0.3125)"
+    )
+    assert "{" not in parity_sentence({"max_action_error": 0.5, "mean_action_error": 0.1})

@@ -3,7 +3,7 @@ waits for the broker's acknowledgement, and one the transport refused goes out a
 
 from __future__ import annotations
 
-from edge_rl.learner.fleet.channel import FINAL_ACK_WAIT_S, ControlChannel
+from edge_rl.learner.fleet.channel import FINAL_ACK_WAIT_S, HEARTBEAT_S, ControlChannel
 from edge_rl.wire.messages import decode_control
 from edge_rl.wire.topics import Topics
 
@@ -56,3 +56,29 @@ def test_a_refused_message_is_counted_and_resent():
     channel.resend()
     channel.resend()  # sent: not again
     assert [s[1] for s in sent] == ["paused"]
+
+
+def test_a_running_control_beats_every_heartbeat_or_stated_interval_and_a_paused_never():
+    sent, now = Sent(), [100.0]
+    channel = ControlChannel(TOPICS, sent, "c-start", clock=lambda: now[0])
+    channel.heartbeat()  # nothing to repeat before the first control
+    assert channel.update("running", "", 0.0)
+    channel.send()
+    for k in range(1, 8):  # rounds of a quarter heartbeat
+        now[0] = 100.0 + k * HEARTBEAT_S / 4
+        channel.heartbeat()
+    assert len(sent) == 2  # at 100.0, and one heartbeat later
+    assert channel.update("running", "", 2.0)  # a fleet asked for statuses every 2 s
+    channel.send()  # at 100.4375
+    for t in (101.0, 102.0, 102.4):  # under 2 s since: not yet
+        now[0] = t
+        channel.heartbeat()
+    assert len(sent) == 3
+    now[0] = 102.5  # 2.06 s since the last
+    channel.heartbeat()
+    assert len(sent) == 4
+    assert channel.update("paused", "", 2.0)  # the learner away says so once, no beat
+    channel.send()
+    now[0] = 200.0
+    channel.heartbeat()
+    assert [s[1] for s in sent] == ["running"] * 4 + ["paused"]

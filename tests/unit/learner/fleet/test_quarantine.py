@@ -313,7 +313,8 @@ def test_a_checkpoint_without_clocks_resumes_with_its_data_at_clock_zero():
     watch = BoardWatch(RULE)
     watch.load_state(old)
     assert watch.state()["clock"] == 600
-    assert watch.state()["boards"]["a"]["batches"] == [[0, 200, -1200.0, 7200.0]]
+    # ... and under version 0 (a checkpoint from before versions were kept)
+    assert watch.state()["boards"]["a"]["batches"] == [[0, 200, -1200.0, 7200.0, 0]]
     assert watch.stats().boards["a"].mean_reward == pytest.approx(-6.0)
     feed(watch, "evil", 0.0)
     assert [v.actor for v in watch.judge(0, now=0.0)] == ["evil"]
@@ -468,3 +469,38 @@ def test_quarantine_evict_decides_whether_a_quarantined_boards_rows_leave_replay
     assert verdict.rows_evicted == (100 if evict else 0)
     assert replay.rows_by_source().get("evil", 0) == (0 if evict else 100)
     assert len(replay) == (900 if evict else 1000)
+
+
+def test_boards_are_compared_only_under_the_same_policy_version():
+    """Early training: the fleet's policy changes every few hundred steps. A board whose
+    batches came under a newer policy (less exploration, higher return) than the others'
+    at the same clock was compared with them, and an honest board was quarantined (z 7.1
+    at 5,021 env steps, 3 boards). Compared version by version, nothing is off; the same
+    figures with no versions give the misfire."""
+    rule = dataclasses.replace(RULE, min_boards=3)
+
+    def fleet(versioned: bool) -> BoardWatch:
+        watch = BoardWatch(rule, every_s=0.0)
+        for step in range(4):
+            for actor in ("a", "b", "c"):
+                # a is a step ahead: each of its batches comes under the next version
+                version = step + (actor == "a")
+                reward = -6.0 + 3.0 * version  # each version explores less, earns more
+                watch.accepted(
+                    actor,
+                    np.full(100, reward, np.float32),
+                    [],
+                    version if versioned else 0,
+                )
+        return watch
+
+    assert fleet(versioned=False).judge(1_200, now=1.0)  # what it was: a misfire
+    watch = fleet(versioned=True)
+    assert watch.judge(1_200, now=1.0) == []
+    watch.accepted("evil", np.full(400, 0.0, np.float32), [], 3)  # off under its version
+    assert [v.actor for v in watch.judge(1_600, now=2.0)] == ["evil"]
+    # A board that tags its data with a version no other board acts under is judged on
+    # the clock alone: it neither escapes the rule nor stops it for the fleet.
+    watch = fleet(versioned=True)
+    watch.accepted("sly", np.full(400, 50.0, np.float32), [], 99)
+    assert [v.actor for v in watch.judge(1_600, now=2.0)] == ["sly"]
