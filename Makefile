@@ -4,7 +4,8 @@
 # `make test-quick`, everything but the tests marked `slow` (real training loops, benchmark
 # runs); `make test-bench`, only the benchmark scripts' smoke runs (marked `bench`: CI runs
 # them after `make test`, which leaves them out to stay within ten minutes);
-# `make test-long`, the real runs past 30 s each (attack scenarios, board groups; marked `long`: CI runs
+# `make test-long`, the real runs past 30 s each (attack scenarios, board groups, CartPole with
+# 500 boards (EDGE_RL_LARGE_FLEET=1000 for 1,000); marked `long`: CI runs
 # them after `make test`); `make test-deep`, the 10,000-case fuzz runs; `make test-cluster`,
 # failover on a three-node nats-server cluster on loopback (marked `cluster`, ~12 min: CI
 # runs it after `make test-long`). `make pi-check`: a
@@ -16,11 +17,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run lint test test-quick test-bench test-long test-deep test-cluster bench venv clean pi-check
 
+# pip says what it collects and downloads (TensorFlow's wheel alone is ~600 MB): a first
+# install takes minutes, and a silent one looks like a hang.
 $(STAMP): pyproject.toml
+	@echo "edge-rl: installing into $(VENV) (first use only; a few minutes, mostly TensorFlow)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --progress-bar on -e ".[dev]"
 	touch $(STAMP)
+	@echo "edge-rl: installed"
 
 venv: $(STAMP)
 

@@ -15,6 +15,7 @@ import yaml
 
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
 from edge_rl.agents.registry import algorithm  # no TensorFlow either
+from edge_rl.agents.sac.config import SACConfig
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
 from edge_rl.telemetry.carbon import EnergyConfig
@@ -194,7 +195,8 @@ class IngestConfig:
     reward_low: float | None = None
     reward_high: float | None = None
     # Env steps of a random policy on the learner host at start, for an env without a known
-    # range; 0: none (the generic max_abs_reward applies).
+    # range, and for observation dimensions its space leaves unbounded; 0: none (the
+    # generic max_abs_reward and max_abs_observation apply).
     warmup_steps: int = 2_000
     # The warm-up's range widened by this many times its width on each side: a trained
     # policy earns more per step than a random one (HalfCheetah: ~-1..1 random, 12-15 trained).
@@ -264,6 +266,24 @@ class QuarantineConfig:
 
 
 @dataclass(frozen=True)
+class ReplayConfig:
+    """Demonstrations beside online replay (learner/demos.py, docs/demonstrations.md): rows an
+    intervention acted on a board, and a Minari dataset loaded with ``demos:``."""
+
+    # The share of each batch drawn from online replay while demonstrations exist; the
+    # rest from them. None: 0.5, RLPD's symmetric sampling (Ball et al. 2023), as LeRobot
+    # HIL-SERL's OnlineOfflineMixer. Without demonstrations every row is online.
+    online_ratio: float | None = None
+    demo_capacity: int = 100_000  # transitions the demonstration buffer holds
+
+    def __post_init__(self) -> None:
+        if self.online_ratio is not None and not 0.0 <= self.online_ratio <= 1.0:
+            raise ValueError(f"replay.online_ratio must be in [0, 1]: {self.online_ratio}")
+        if self.demo_capacity < 1:
+            raise ValueError("replay.demo_capacity must be >= 1")
+
+
+@dataclass(frozen=True)
 class Pacing:
     """The run's budget and pacing, as fleet control reads them (``RunConfig.pacing``)."""
 
@@ -323,10 +343,14 @@ class RunConfig:
     # At the end, the 5 best-scoring policies and the last are scored on this many more
     # episodes (other seeds) and the best combined score is deployed; 0: no recheck.
     select_recheck: int = 0
+    # A Minari dataset loaded into the demonstration buffer at start: a dataset id (under
+    # MINARI_DATASETS_PATH) or a dataset's directory; its spaces must be the env's.
+    demos: str | None = None
 
     # A section per algorithm of agents/registry.py, named as it is (test_registry.py checks).
     dqn: DQNConfig = field(default_factory=DQNConfig)
     td3: TD3Config = field(default_factory=TD3Config)
+    sac: SACConfig = field(default_factory=SACConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
@@ -335,6 +359,7 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
     quarantine: QuarantineConfig = field(default_factory=QuarantineConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def __post_init__(self) -> None:
         algorithm(self.algo)  # ValueError naming the known algorithms

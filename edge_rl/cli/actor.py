@@ -7,8 +7,8 @@ No TensorFlow: a board has ``edge-rl[edge]`` only. A board made by
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import signal
 import sys
 
 import click
@@ -20,6 +20,8 @@ from edge_rl.cli.common import (
     complete,
     setup_logging,
 )
+from edge_rl.cli.profile import board_credentials
+from edge_rl.cli.shutdown import BOARD_STOP_BOUND_S, exit_if_orphaned, stop_on_sigterm
 
 log = logging.getLogger("edge_rl")
 
@@ -87,6 +89,7 @@ def actor(
     from edge_rl.boards import board_file, load_board
     from edge_rl.transport.mqtt import mqtt_connect
 
+    exit_if_orphaned()  # started by a learner that has died meanwhile: nothing to do
     setup_logging(ctx.obj.verbose)
     try:
         board_cfg = load_board(board_file(board))
@@ -95,6 +98,9 @@ def actor(
         env_id = _setting(env_id, board_cfg, "env", "--env")
         run = _setting(run, board_cfg, "run", "--run", "default")
         root = _setting(root, board_cfg, "root", "--root", "edge-rl")
+        if auth_opts.credentials is None:  # the profile's, boards/<id> (cli/profile.py)
+            own = board_credentials(ctx.obj.profile, actor_id)
+            auth_opts = dataclasses.replace(auth_opts, credentials=own)
         auth = board_cfg.auth.merged(auth_from_options(auth_opts, actor_id))
         auth = complete(auth, actor_id, broker)
         if auth.username not in (None, actor_id):
@@ -110,8 +116,11 @@ def actor(
         node = ActorNode(board_cfg, opts, connect=mqtt_connect(broker, auth))
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
-    # SIGTERM (systemd, the fleet) stops like the learner's "stopped": flush, say goodbye.
-    signal.signal(signal.SIGTERM, lambda *_: node.stop())
+    # SIGTERM (systemd, the fleet, a learner's death) stops like the learner's "stopped":
+    # flush, say goodbye; the process ends within the bound, however the stop goes.
+    stop_on_sigterm(node.stop, BOARD_STOP_BOUND_S)
+    if node.watchdog is not None:  # SIGUSR2: the local emergency stop (docs/robots.md)
+        node.estop.install_signal()
     try:
         node.run()
     except KeyboardInterrupt:

@@ -17,11 +17,12 @@ from pathlib import Path
 import click
 
 from edge_rl.cli.common import complete, setup_logging
+from edge_rl.cli.shutdown import BOARD_STOP_BOUND_S, exit_if_orphaned, stop_on_sigterm
 
 log = logging.getLogger("edge_rl")
 
-# A board's threads (its loop, policy slot, paho's network loop) run shallow Python: a
-# small stack keeps a thousand-thread process's address space small.
+# A board's threads (its loop and its policy slot) run shallow Python: a small stack keeps
+# a process of a thousand boards' threads small in address space.
 THREAD_STACK_BYTES = 512 * 1024
 
 
@@ -75,7 +76,9 @@ def actors(
     from edge_rl.sim.boards_file import read_boards_file
     from edge_rl.transport.auth import BrokerAuth
     from edge_rl.transport.mqtt import mqtt_connect
+    from edge_rl.transport.netloop import NetLoop
 
+    exit_if_orphaned()  # started by a learner that has died meanwhile: nothing to do
     setup_logging(ctx.obj.verbose)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
@@ -90,25 +93,29 @@ def actors(
             for b in boards
         ]
         fds = raise_fd_limit(len(boards) * 2 + 256)
+        net = NetLoop()  # every board's connection, served by one thread (no thread per board)
         group = BoardGroup(
             board_cfg,
             opts,
-            lambda o: mqtt_connect(broker, auths[o.actor_id]),
+            lambda o: mqtt_connect(broker, auths[o.actor_id], net=net),
             share_models=not no_shared_models,
             start_spread_s=start_spread,
         )
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     log.info("board group: %d boards, open-files limit %d", len(boards), fds)
-    signal.signal(signal.SIGTERM, lambda *_: group.stop())
+    stop_on_sigterm(group.stop, BOARD_STOP_BOUND_S)  # every board stops; exit within the bound
     # `kill -USR1 PID` writes every thread's stack to the log: where a thousand boards'
     # threads are when a group slows down, without a debugger.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    net.start()
     try:
         group.run()
     except KeyboardInterrupt:
         group.stop()
         group.join()
+    finally:
+        net.stop()
     refused = [i for i, s in group.states().items() if s == "refused"]
     if refused:
         log.warning("%d boards refused (another process has their id): %s", len(refused), refused)

@@ -1,5 +1,6 @@
-"""What the ``edge-rl`` commands share: logging set-up, and the broker credentials options
-of ``learn``, ``actor`` and ``fleet`` (``AuthOptions``).
+"""What the ``edge-rl`` commands share: logging set-up, the broker credentials options
+of ``learn``, ``actor`` and ``fleet`` (``AuthOptions``), and ``user_errors``: what a user's
+input made go wrong, as one line and exit status 1 (never a traceback).
 
 Secrets never go on the command line (``ps`` shows it): a password comes from a file
 (``--password-file``, mode 0600) or an environment variable (``--password-env NAME``).
@@ -7,11 +8,15 @@ Secrets never go on the command line (``ps`` shows it): a password comes from a 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
+import os
+import shlex
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +45,55 @@ class AuthOptions:
 
 @dataclasses.dataclass(frozen=True)
 class GroupOptions:
-    """The ``edge-rl`` group's own options, for every command (``ctx.obj``)."""
+    """The ``edge-rl`` group's own options, for every command (``ctx.obj``): ``profile``,
+    the profile's keys in force (cli/profile.py)."""
 
     verbose: bool = False
+    profile: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def runnable_prog(argv0: str | None = None, path: str | None = None) -> str:
+    """How to run ``edge-rl`` again, as this process was run, for the commands a result
+    prints next: ``edge-rl`` when that is what ``PATH`` finds, else the script's own path
+    (``.venv/bin/edge-rl`` from ``make run``: the venv is not on ``PATH``), else this
+    Python with ``-m edge_rl.cli``. Quoted for the shell."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    script = Path(argv0)
+    if script.name == "edge-rl" and script.is_file():
+        found = shutil.which("edge-rl", path=path)
+        if found is not None and Path(found).resolve() == script.resolve():
+            return "edge-rl"
+        here = Path.cwd()
+        shown = script.resolve()
+        shown = shown.relative_to(here) if shown.is_relative_to(here) else shown
+        return shlex.quote(str(shown))
+    return f"{shlex.quote(sys.executable)} -m edge_rl.cli"
+
+
+@contextlib.contextmanager
+def native_output_to(log_path: Path) -> Iterator[None]:
+    """File descriptor 2 goes to ``log_path`` meanwhile, and ``sys.stderr`` stays on the
+    terminal: what native code writes past Python (TensorFlow's and absl's start-up lines,
+    CUDA probes, the TFLite converter's, in this process and the export worker it starts)
+    goes to the log, what Python says still reaches the user. ``TF_CPP_MIN_LOG_LEVEL``
+    alone does not do it: the oneDNN and CUDA lines are printed before TensorFlow reads it.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    previous = sys.stderr
+    encoding = getattr(previous, "encoding", None) or "utf-8"
+    sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding=encoding, errors="replace")
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    try:
+        yield
+    finally:  # the terminal's stream stays open: a logging handler may hold it
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        sys.stderr = previous
 
 
 def setup_logging(
@@ -135,3 +186,39 @@ def complete(auth: BrokerAuth, identity: str, url: str | None) -> BrokerAuth:
     except ValueError as e:  # AuthError, or a bad URL
         raise click.ClickException(str(e)) from None
     return auth
+
+
+# What to do when a command that reads or writes the whole fleet cannot log in or read it.
+LEARNER_LOGIN = "it logs in as the learner: give --credentials DIR/learner (edge-rl credentials)"
+
+
+def quiet_transport(verbose: bool) -> None:
+    """A one-shot command reports a broker it cannot reach in its error; the transport's
+    "retrying" warnings are for long-lived clients (shown with -v)."""
+    if not verbose:
+        logging.getLogger("edge_rl.transport.mqtt").setLevel(logging.ERROR)
+
+
+# What bad input raises below the commands: a broker that cannot be reached or refuses the
+# login (ConnectionError), a bad value or file (ValueError: AuthError, CodecError, a config),
+# a path that cannot be read or written (OSError).
+USER_ERRORS = (ConnectionError, ValueError, OSError)
+
+
+@contextlib.contextmanager
+def user_errors(hint: str = "") -> Iterator[None]:
+    """Turns ``USER_ERRORS`` into a ``click.ClickException``: one line (``Error: ...``,
+    exit status 1), ``hint`` (what to do) after it."""
+    try:
+        yield
+    except USER_ERRORS as e:
+        raise click.ClickException(one_line(e) + (f"; {hint}" if hint else "")) from None
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one line: an ``OSError`` as ``path: reason``, any other its text."""
+    if isinstance(e, OSError) and not isinstance(e, ConnectionError) and e.strerror:
+        where = f"{e.filename}: " if e.filename else ""
+        return f"{where}{e.strerror}"
+    text = str(e).strip() or type(e).__name__
+    return " ".join(text.split())

@@ -13,9 +13,11 @@ Ctrl-C or SIGTERM clears the targets sent so far; ``--clear`` clears every board
 from __future__ import annotations
 
 import dataclasses
-import json
+import hashlib
 import signal
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,9 +26,16 @@ from edge_rl.cli.common import (
     auth_from_options,
     auth_options,
     complete,
+    one_line,
+    quiet_transport,
     setup_logging,
 )
+from edge_rl.deploy.history import DeployRecord, append, history_file, new_id
+from edge_rl.telemetry.logs import strict_json
 from edge_rl.wire.topics import DEFAULT_ROOT, DEFAULT_RUN
+
+if TYPE_CHECKING:
+    from edge_rl.deploy.rollout_run import RolloutRun
 
 _PLAN = {  # option -> (RolloutPlan field, type, help)
     "--canary": ("canary", float, "Share of the serving boards that take the policy first."),
@@ -41,6 +50,12 @@ _PLAN = {  # option -> (RolloutPlan field, type, help)
     "--batch": ("batch", int, "Boards per wave after the canaries."),
     "--rate": ("rate", float, "Boards per second at most after the canaries."),
     "--confirm": ("confirm_s", float, "Seconds for a board to report the policy it was sent."),
+    "--eval-episodes": (
+        "eval_episodes",
+        int,
+        "Greedy episodes the deploy tool runs itself in LiteRT, of the new policy and of the "
+        "run's retained one: the health check's figures (0: the boards' median report).",
+    ),
 }
 
 
@@ -102,7 +117,9 @@ def deploy(
     """Roll a run's deployed policy (RUN_DIR/policy.bundle) or a bundle file out to the
     boards serving --run: canaries, health check, then waves, or a rollback. Exit status 0
     when every serving board serves it, 2 when it was rolled back, 3 when incomplete,
-    130 (143) when interrupted by Ctrl-C (SIGTERM): the targets sent are cleared."""
+    130 (143) when interrupted by Ctrl-C (SIGTERM): the targets sent are cleared; 1 on an
+    error, before anything is sent (the broker, the login, a run not serving, a policy of
+    another env)."""
     from edge_rl.deploy.rollout import RolloutPlan
     from edge_rl.deploy.rollout_run import NotServing, clear_targets, run_rollout, source_bundle
     from edge_rl.transport.mqtt import mqtt_connect
@@ -111,6 +128,7 @@ def deploy(
     from edge_rl.wire.topics import Topics
 
     setup_logging(ctx.obj.verbose)
+    quiet_transport(ctx.obj.verbose)
     auth = complete(auth_from_options(auth_opts, "learner"), "learner", broker)
     if clear:
         if source is not None:
@@ -124,11 +142,14 @@ def deploy(
     if source is None or signing_key is None:
         raise click.UsageError("give SOURCE and --signing-key (or --clear)")
     previous = {n: signal.signal(n, _interrupt) for n in (signal.SIGINT, signal.SIGTERM)}
+    started = History(source, run)
     try:
         signer = Signer.load_or_create(signing_key)
         key = bundle_key or _default_bundle_key(source)
         verifier = Verifier.from_file(key) if key else signer.verifier()
-        payload = source_bundle(source).read_bytes()
+        bundle_path = source_bundle(source)
+        payload = bundle_path.read_bytes()
+        started.source_bytes(bundle_path, payload)
         result = run_rollout(
             mqtt_connect(broker, auth),
             Topics(root, run),
@@ -139,23 +160,26 @@ def deploy(
             seed=seed,
         )
     except (ConnectionError, NotServing, CodecError, ValueError, OSError) as e:
-        raise click.ClickException(str(e)) from None
+        raise click.ClickException(one_line(e)) from None
     except _Interrupted as e:
+        started.interrupted(f"interrupted by signal {e.signum}: the targets sent are cleared")
         click.echo("interrupted: the targets sent are cleared", err=True)
         ctx.exit(128 + e.signum)
     finally:
         for n, handler in previous.items():
             signal.signal(n, handler)
     out = result.outcome
+    record = started.ended(result)
     if as_json:
-        record = {"version": result.target.version, "digest": result.target.digest}
-        record |= {"run_id": result.run_id, "seconds": round(result.seconds, 2)}
-        record |= {"seed": result.seed}
-        click.echo(json.dumps(record | dataclasses.asdict(out), indent=2))
+        shown = {"version": result.target.version, "digest": result.target.digest}
+        shown |= {"run_id": result.run_id, "seconds": round(result.seconds, 2)}
+        shown |= {"seed": result.seed, "id": record.id, "history": str(started.path)}
+        click.echo(strict_json(shown | dataclasses.asdict(out), indent=2))
     else:
         click.echo(
             f"v{result.target.version} {result.target.digest[:12]}: {out.result}: {out.reason}"
         )
+        click.echo(f"  deployment {record.id}, recorded in {started.path}")
         click.echo(
             f"  canaries {', '.join(out.canaries)} (--seed {result.seed}); "
             f"boards sent it: {len(out.assigned)}, "
@@ -163,10 +187,65 @@ def deploy(
             f"unconfirmed: {len(out.unconfirmed)}, skipped: {len(out.skipped)}"
         )
         click.echo(
-            f"  return: previous {out.baseline_return}, canaries {out.canary_return}; "
+            f"  return: previous {out.baseline_return}, canaries {out.canary_return} "
+            f"(measured: previous {out.measured_baseline}, new {out.measured_candidate}); "
             f"{result.seconds:.1f} s"
         )
+        for board, why in out.flagged.items():
+            click.echo(f"  flagged {board}: {why}")
     ctx.exit({"deployed": 0, "aborted": 2, "incomplete": 3}[out.result])
+
+
+class History:
+    """This deploy's line in the run's deployment history (deploy/history.py): what it
+    rolled out and how it ended, interrupted too."""
+
+    def __init__(self, source: Path, run: str) -> None:
+        self.path = history_file(source)
+        self.id = new_id()
+        self.run = run
+        self.source = str(source)
+        self.sha256 = ""
+
+    def source_bytes(self, path: Path, payload: bytes) -> None:
+        self.source = str(path)
+        self.sha256 = hashlib.sha256(payload).hexdigest()
+
+    def ended(self, result: RolloutRun) -> DeployRecord:
+        out = result.outcome
+        return self._write(
+            DeployRecord(
+                self.id,
+                time.time(),
+                self.run,
+                result.run_id,
+                self.source,
+                self.sha256,
+                result.target.version,
+                result.target.digest,
+                out.result,
+                out.reason,
+                out.canaries,
+                len(out.serving_new),
+                len(out.rolled_back),
+                len(out.unconfirmed),
+                result.seed,
+                round(result.seconds, 2),
+            )
+        )
+
+    def interrupted(self, reason: str) -> None:
+        args = (self.source, self.sha256, 0, "", "interrupted", reason)
+        self._write(DeployRecord(self.id, time.time(), self.run, "", *args))
+
+    def _write(self, record: DeployRecord) -> DeployRecord:
+        try:
+            append(self.path, record)
+        except OSError as e:  # the rollout happened: say so, and that it went unrecorded
+            click.echo(
+                f"warning: deployment {record.id} not recorded in {self.path}: {e}", err=True
+            )
+        return record
 
 
 class _Interrupted(KeyboardInterrupt):

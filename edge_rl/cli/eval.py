@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from edge_rl.telemetry.logs import strict_json
+
 
 @click.command("eval")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
@@ -35,7 +37,7 @@ def eval_(model: str, env_id: str, episodes: int, manifest: str | None, seed: in
     except (ValueError, CodecError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(
-        json.dumps(
+        strict_json(
             {
                 "env_id": env_id,
                 "episodes": episodes,

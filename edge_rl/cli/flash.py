@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
 import tempfile
 from pathlib import Path
 
 import click
 
-from edge_rl.cli.common import setup_logging
+from edge_rl.cli.common import native_output_to, setup_logging
 
 _DEFAULT_CACHE = Path.home() / ".cache" / "edge-rl" / "wheelhouse"
 
@@ -111,7 +113,6 @@ def flash(
     systemd unit, the board's own board.yaml with a unique actor id, its credentials and the
     learner's public key, a reference model for edge-rl doctor, an offline wheelhouse.
     Copy a bundle to a board's boot partition (or give --boot-partition) and boot it."""
-    setup_logging(ctx.obj.verbose)
     try:
         from edge_rl.deploy.flash import FlashOptions, run_flash
     except ImportError as e:  # edge-rl[edge] only: no cryptography/TensorFlow here
@@ -143,8 +144,14 @@ def flash(
     )
     scratch = Path(tempfile.mkdtemp(prefix="edge-rl-flash-"))
     try:
-        for line in run_flash(opts, scratch, echo=click.echo):
-            click.echo(line)
+        with contextlib.ExitStack() as quiet:
+            if not ctx.obj.verbose:  # TensorFlow's lines (the reference model): to a log
+                quiet.enter_context(native_output_to(scratch / "native.log"))
+            setup_logging(ctx.obj.verbose)  # records to the terminal, whichever fd it is
+            if not ctx.obj.verbose:  # how the reference model was exported: not news
+                logging.getLogger("edge_rl.export").setLevel(logging.WARNING)
+            for line in run_flash(opts, scratch, echo=click.echo):
+                click.echo(line)
     except (ValueError, FileExistsError, FileNotFoundError, RuntimeError, OSError) as e:
         raise click.ClickException(str(e)) from None
     finally:

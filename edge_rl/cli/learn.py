@@ -9,9 +9,10 @@ learner.log) and never when ``--help`` or a bad flag ends the command first.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import os
+import shlex
 import signal
 import sys
 import time
@@ -23,16 +24,21 @@ import click
 
 from edge_rl.agents.registry import ALGORITHMS  # the table only: no TensorFlow
 from edge_rl.broker.embedded import BrokerError  # standard library only
+from edge_rl.cli import preflight
 from edge_rl.cli.common import (
+    USER_ERRORS,
     AuthOptions,
     auth_from_options,
     auth_options,
     complete,
+    one_line,
+    runnable_prog,
     setup_logging,
 )
 from edge_rl.cli.run_dir import check_new_run_dir, resumed
 from edge_rl.config import RunConfig
 from edge_rl.learner.run_dir import RunDir
+from edge_rl.telemetry.logs import strict_json
 from edge_rl.transport.auth import BrokerAuth
 
 if TYPE_CHECKING:
@@ -52,6 +58,7 @@ class _ConfigFlags:
     run_name: str | None
     sets: tuple[str, ...]
     signing_key: str | None
+    demos: str | None = None
 
     def given(self) -> dict[str, object]:
         """Each flag by its name on the command line."""
@@ -65,6 +72,7 @@ class _ConfigFlags:
             "--run": self.run_name,
             "--set": self.sets,
             "--signing-key": self.signing_key,
+            "--demos": self.demos,
         }
 
     def overrides(self) -> dict[str, Any]:
@@ -77,6 +85,7 @@ class _ConfigFlags:
             "fleet.board": self.board,
             "signing_key": self.signing_key,
             "run": self.run_name,
+            "demos": self.demos,
         }
         out.update({k: v for k, v in named.items() if v is not None})
         return out
@@ -94,7 +103,18 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-@click.command(epilog=f"Algorithms (algo: in the config): {', '.join(ALGORITHMS)}.")
+def _config_epilog() -> str:
+    """What ``learn --help`` ends with: the config's keys and sections (docs/config.md)."""
+    fields = dataclasses.fields(RunConfig)
+    sections = [f.name for f in fields if dataclasses.is_dataclass(f.default_factory)]
+    keys = [f.name for f in fields if f.name not in sections]
+    return (
+        f"Config keys: {', '.join(keys)}. Sections: {', '.join(sections)} "
+        f"(docs/config.md). Algorithms (algo: in the config): {', '.join(ALGORITHMS)}."
+    )
+
+
+@click.command(epilog=_config_epilog())
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--resume",
@@ -126,13 +146,38 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--board", help="Board of the simulated fleet: rpi4, rpi5 or a board file.")
 @click.option("--seed", type=int, help="Overrides the config's seed.")
 @click.option("--run", "run_name", help="Run name, as the actors' --run (overrides run:).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config key.")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config key, dotted for a section (dqn.batch_size=32); every key, its "
+    "default and range: docs/config.md.",
+)
 @click.option(
     "--signing-key",
     type=click.Path(dir_okay=False),
-    help="Policy signing key (PEM; made if missing). Default: RUN_DIR/signing.key.",
+    help="Policy signing key (PEM, from `edge-rl keygen`; its .pub is what boards trust). "
+    "Default: RUN_DIR/signing.key, made for the run.",
+)
+@click.option(
+    "--demos",
+    metavar="PATH|ID",
+    help="A Minari dataset (its directory, or an id under MINARI_DATASETS_PATH) to load into "
+    "the demonstration buffer (overrides demos:).",
 )
 @click.option("--json", "as_json", is_flag=True, help="End by printing summary.json in full.")
+@click.option(
+    "--keep-quarantine",
+    is_flag=True,
+    help="With --resume: keep the boards quarantined before (default: every one is lifted).",
+)
+@click.option(
+    "--release",
+    multiple=True,
+    metavar="ID",
+    help="With --resume --keep-quarantine: lift the quarantine of this board (repeatable).",
+)
 @auth_options("The learner's directory of `edge-rl credentials` (DIR/learner).")
 @click.pass_context
 def learn(
@@ -149,17 +194,30 @@ def learn(
     run_name: str | None,
     sets: tuple[str, ...],
     signing_key: str | None,
+    demos: str | None,
     as_json: bool,
+    keep_quarantine: bool,
+    release: tuple[str, ...],
     auth_opts: AuthOptions,
 ) -> None:
     """Train: a learner, an embedded broker unless --broker, and a simulated fleet.
 
-    --resume RUN_DIR continues an earlier run (killed, interrupted) from its checkpoint."""
+    --resume RUN_DIR continues an earlier run (killed, interrupted) from its checkpoint.
+
+    The config (--config FILE, e.g. examples/cartpole_dqn.yaml) is YAML: every key, its
+    default and range are in docs/config.md (below, its keys and sections).
+
+    TensorBoard: the run's scalars are in RUN_DIR/tb; open them with
+    `tensorboard --logdir RUN_DIR/tb` (from edge-rl's venv: it has tensorboard)."""
     started = time.monotonic()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no CUDA noise
     flags = _ConfigFlags(
-        config_path, out, n_fleet, fleet_procs, board, seed, run_name, sets, signing_key
+        config_path, out, n_fleet, fleet_procs, board, seed, run_name, sets, signing_key, demos
     )
+    if (keep_quarantine or release) and resume_dir is None:
+        raise click.UsageError("--keep-quarantine and --release go with --resume RUN_DIR")
+    if release and not keep_quarantine:
+        raise click.UsageError("--release ID needs --keep-quarantine (else every one is lifted)")
     if resume_dir is not None:
         cfg, run_dir = resumed(resume_dir, flags.given())
     elif config_path is None:
@@ -167,7 +225,15 @@ def learn(
     else:
         cfg, run_dir = _new_run(config_path, flags)
     auth = _learner_auth(cfg, broker, auth_opts)
-    run_dir.mkdir(parents=True, exist_ok=True)  # checked all: nothing was written before
+    # Before anything is written or started, and before TensorFlow: the env, the paths, the
+    # key and the broker (cli/preflight.py). A run directory exists only once they pass.
+    preflight.check_env(cfg.env_id)
+    if resume_dir is None:
+        preflight.check_out(run_dir)
+    preflight.check_signing_key(cfg.signing_key)
+    if broker is not None:
+        preflight.check_broker(broker, auth)
+    preflight.make_run_dir(run_dir)
     stop = _claim_terminal_and_log(ctx.obj.verbose, run_dir)
     # (imports TensorFlow: after the claim)
     from edge_rl.learner.run import LearnOptions, run_learner
@@ -178,6 +244,8 @@ def learn(
         auth=auth,
         resume=resume_dir is not None,
         stop=stop,
+        keep_quarantine=keep_quarantine,
+        release=tuple(release),
     )
     try:
         summary = run_learner(cfg, run_dir, options)
@@ -186,8 +254,8 @@ def learn(
         sys.exit(130)
     except BrokerError as e:  # no broker to be had: a clear error, not a traceback
         raise click.ClickException(str(e)) from None
-    except ValueError as e:  # a bad signing key; CheckpointError: another edge-rl or config
-        raise click.ClickException(str(e)) from None
+    except USER_ERRORS as e:  # a bad key or checkpoint (ValueError), the broker gone since
+        raise click.ClickException(one_line(e)) from None
     _end(summary, run_dir, stop, as_json, started)
 
 
@@ -199,6 +267,13 @@ def _new_run(config_path: str, flags: _ConfigFlags) -> tuple[RunConfig, Path]:
         cfg = load_run_config(config_path, flags.overrides())
     except ValueError as e:
         raise click.ClickException(str(e)) from None
+    if cfg.demos:  # refused before anything is made: another env's spaces, no such dataset
+        from edge_rl.learner.datasets import check_dataset
+
+        try:
+            check_dataset(cfg.demos, cfg.env_id)
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
     run_dir = Path(
         flags.out or f"runs/{cfg.env_id}-{cfg.algo}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
@@ -243,15 +318,16 @@ def _end(
     128 + the signal), the whole summary (``--json``), or the short result."""
     from edge_rl.telemetry.progress import result_lines
 
+    if as_json:  # the whole summary, an interrupted run's too (stdout; its exit status says)
+        click.echo(strict_json(summary, indent=2))
     if summary.get("interrupted"):
         click.echo(
             f"\ninterrupted at {summary['env_steps']} env steps: checkpoint and "
             f"{RunDir(run_dir).summary.name} in {run_dir}; continue with "
-            f"`edge-rl learn --resume {run_dir}`",
+            f"`{runnable_prog()} learn --resume {shlex.quote(str(run_dir))}`",
             err=True,
         )
         sys.exit(128 + (stop.signum or signal.SIGINT))
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
-    else:  # the full summary stays in summary.json
-        click.echo("\n" + "\n".join(result_lines(summary, run_dir, time.monotonic() - started)))
+    if not as_json:  # the full summary stays in summary.json
+        lines = result_lines(summary, run_dir, time.monotonic() - started, runnable_prog())
+        click.echo("\n" + "\n".join(lines))

@@ -30,7 +30,7 @@ from edge_rl.cli.common import (
     complete,
     setup_logging,
 )
-from edge_rl.transport.base import Connect
+from edge_rl.transport.base import Connect, unreachable
 from edge_rl.types import ActorStatus, ControlMessage
 from edge_rl.wire.envelope import CodecError
 from edge_rl.wire.messages import decode_control, decode_status, encode_control
@@ -135,7 +135,7 @@ def stop_run(
     transport.start()
     try:
         if not transport.wait_connected(wait_s):
-            raise ConnectionError(f"cannot reach the MQTT broker at {transport.url}")
+            raise unreachable(transport)
         transport.publish(topics.hello, b"", wait=wait_s)  # boards announce themselves (§2.1)
         arrived.wait(wait_s)  # a retained control comes at once after the subscription
         current = current_run_start(controls, statuses.values(), run_id, topics)

@@ -53,6 +53,8 @@ class LearnOptions:
     resume: bool = False  # continue from run_dir's checkpoint, with run_dir/config.yaml
     stop: StopRequest | None = None  # set by a signal handler: checkpoint, summary, stop
     live_view: bool = True  # progress on the terminal (elsewhere: a log line every 5 s)
+    keep_quarantine: bool = False  # resumed: keep the boards quarantined before (else lifted)
+    release: tuple[str, ...] = ()  # resumed with keep_quarantine: lift these boards' alone
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,9 @@ def run_learner(cfg: RunConfig, run_dir: Path, options: LearnOptions) -> dict[st
     signer = Signer.load_or_create(key)
     public_key = files.signing_public_key
     signer.write_public(public_key)
+    beside = key.with_suffix(".pub")  # where edge-rl keygen puts it, and the boards' copy
+    if cfg.signing_key and not beside.exists():
+        signer.write_public(beside)
     log.info("policies signed by key %s (%s); public key %s", signer.key_id.hex(), key, public_key)
     with ExitStack() as stack:
         # The broker, with an account per actor and one for the learner when embedded.
@@ -97,6 +102,8 @@ def run_learner(cfg: RunConfig, run_dir: Path, options: LearnOptions) -> dict[st
             view=view,
             stop=options.stop,
             resume=options.resume,
+            keep_quarantine=options.keep_quarantine,
+            release=options.release,
         )
         return node.run()
 

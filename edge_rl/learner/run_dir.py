@@ -15,6 +15,7 @@ What a learner run leaves (README.md's run-directory table says what each holds)
     breakdown.csv     the runtime breakdown, long format
     checkpoint/       the last checkpoint (checkpoint.old/, checkpoint.tmp/ while written)
     fleet/            the simulated fleet's logs
+    deployments.jsonl one line per edge-rl deploy of its bundle (deploy/history.py)
     grants.json       the credit granted to each actor, as ceilings (bounds data on --resume)
     signing.key/.pub  the run's own policy signing key, unless the config names one
 """
@@ -100,6 +101,11 @@ class RunDir:
         """The credit each actor was granted, as ceilings: what bounds its data after a
         ``--resume`` too (learner/fleet/credit.py)."""
         return self.path / "grants.json"
+
+    @property
+    def deployments(self) -> Path:
+        """One line per ``edge-rl deploy`` of this directory's bundle (deploy/history.py)."""
+        return self.path / "deployments.jsonl"
 
     @property
     def fleet_logs(self) -> Path:

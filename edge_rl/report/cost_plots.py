@@ -8,6 +8,7 @@ name on the y axis is written in the run's colour.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Callable, Sequence
 
@@ -74,7 +75,7 @@ def fleet_breakdown(runs: Sequence[Run]) -> Figure | None:
         if b is None or b.fleet_total is None:
             return None
         actors = f"{len(b.actors)} actor" + ("" if len(b.actors) == 1 else "s")
-        return b.fleet_total, f"{actors} · busy {b.fleet_total.busy_percent():.1f} %"
+        return b.fleet_total, f"{actors} · busy {_percent(b.fleet_total.busy_percent())} %"
 
     return _shares(
         runs,
@@ -94,7 +95,7 @@ def learner_breakdown(runs: Sequence[Run]) -> Figure | None:
         main = b.learner.get("main") if b else None
         if main is None:
             return None
-        return main, f"wall {main.wall / 60:.1f} min · busy {main.busy_percent():.1f} %"
+        return main, f"wall {main.wall / 60:.1f} min · busy {_percent(main.busy_percent())} %"
 
     return _shares(
         runs,
@@ -220,12 +221,25 @@ def _stack(
             color=colours[bucket],
             label=label,
         )
-        fmt = "{:.0f}" if full >= 20 else "{:.1f}"
-        texts = [fmt.format(w) if w >= LABEL_MIN_SHARE * full else "" for w in widths]
+        texts = [_fits(w, full) for w in widths]
         ax.bar_label(bars, texts, label_type="center", fontsize=8)
         left = [a + w for a, w in zip(left, widths, strict=True)]
     ax.set_xlim(0, full)
     ax.grid(axis="y", visible=False)
+
+
+def _percent(value: float) -> str:
+    """One decimal, or two significant digits below 0.1 (0.034, not 0.0): not zero."""
+    return f"{value:.1f}" if value == 0 or value >= 0.1 else f"{value:.2g}"
+
+
+def _fits(width: float, full: float) -> str:
+    """The % a segment ``width`` long (on an axis ``full`` long) says inside it, to as many
+    decimals as the axis needs to tell it from 0, or "" when the text would not fit inside
+    (it would overlap the next segment): about 2.5 % of the axis per character."""
+    decimals = 0 if full >= 20 else max(1, math.ceil(-math.log10(full)) + 1)
+    text = f"{width:.{decimals}f}"
+    return text if width >= max(LABEL_MIN_SHARE, 0.025 * (len(text) + 1)) * full else ""
 
 
 def _pairs(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from edge_rl.report.costs import Energy
 from edge_rl.report.plots import Plot
-from edge_rl.report.runs import Run, RunSummary
+from edge_rl.report.runs import BoardSafety, Run, RunSummary
 
 NONE = "–"  # a value the run did not record
 
@@ -48,6 +48,7 @@ def render(runs: Sequence[Run], plots: Sequence[Plot]) -> str:
         "Run directories: " + ", ".join(f"`{run.path}`" for run in runs) + ".",
     ]
     lines += _costs(runs)
+    lines += _boards(runs)
     for plot in plots:
         lines += ["", f"## {plot.caption}", "", f"![{plot.caption}]({plot.filename})"]
     return "\n".join(lines) + "\n"
@@ -92,6 +93,52 @@ def _costs(runs: Sequence[Run]) -> list[str]:
     ]
     notes = _energy_notes([(run.name, run.summary.energy) for run in rows if run.summary.energy])
     return lines + ([""] + notes if notes else [])
+
+
+BOARD_COLUMNS = (
+    "run",
+    "board",
+    "shield (reason: count)",
+    "control periods",
+    "deadline misses",
+    "jitter p50 / p99 ms",
+)
+
+
+def _boards(runs: Sequence[Run]) -> list[str]:
+    """The boards' safety shields and control rates, for the boards that had either."""
+    rows = [
+        [f"`{run.name}`", a, _reasons(b.safety), f"{b.control_periods:,}", _misses(b)]
+        + [f"{b.jitter_p50_ms:.2f} / {b.jitter_p99_ms:.2f}"]
+        for run in runs
+        for a, b in run.summary.boards.items()
+        if b.shown
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Boards: safety shield and control rate",
+        "",
+        _row(BOARD_COLUMNS),
+        _row(["---"] * len(BOARD_COLUMNS)),
+        *[_row(r) for r in rows],
+        "",
+        "Shield: actions each board's shield changed, and safe actions its watchdogs gave, "
+        "by reason (docs/robots.md). Deadline misses: control periods in which no step "
+        "started (% of all periods); jitter: how late steps started after their deadlines.",
+    ]
+
+
+def _reasons(safety: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {n:,}" for k, n in sorted(safety.items())) or NONE
+
+
+def _misses(b: BoardSafety) -> str:
+    if not b.control_periods:
+        return NONE
+    share = b.deadline_misses / (b.control_periods + b.deadline_misses)  # of all periods
+    return f"{b.deadline_misses:,} ({100 * share:.2f} %)"
 
 
 def _cost_cells(run: Run) -> list[str]:

@@ -14,6 +14,7 @@ breakdown, energy and CO2) in ``cost_plots.py``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from matplotlib.patches import Patch
 
 from edge_rl.report import cost_plots
 from edge_rl.report.canvas import STEPS, curve, env_title, figure, finish
-from edge_rl.report.runs import Run, run_labels
+from edge_rl.report.runs import Run, SelectionPoint, run_labels
 
 RETURN_LABEL = "training return\n(mean of recent episodes, with exploration)"
 
@@ -82,8 +83,8 @@ def selection_scores(runs: Sequence[Run]) -> Figure | None:
     by_steps = all(p.env_steps is not None for ps in points.values() for p in ps)
     fig, (ax,) = figure()
     for i, _run, label in scored:
-        xs = [p.env_steps if by_steps else p.policy_version for p in points[i]]
-        ax.plot(xs, [p.score for p in points[i]], "o-", color=f"C{i}", label=label)
+        xs, ys = _unjoined(points[i], by_steps)
+        ax.plot(xs, ys, "o-", color=f"C{i}", label=label)
     ax.set_xlim(left=0)
     if by_steps:
         ax.xaxis.set_major_formatter(STEPS)
@@ -98,6 +99,24 @@ def selection_scores(runs: Sequence[Run]) -> Figure | None:
         "greedy return\n(mean of selection episodes)",
     )
     return fig
+
+
+def _unjoined(points: list[SelectionPoint], by_steps: bool) -> tuple[list[float], list[float]]:
+    """x and y of the scored policies, the line broken (a NaN) across unscored versions:
+    scoring every n-th policy makes n the usual gap between two scored versions, and a
+    wider one is a policy left unscored (it could not make the top five): no line spans it.
+    """
+    xs: list[float] = []
+    ys: list[float] = []
+    versions = [p.policy_version for p in points]
+    step = min((b - a for a, b in zip(versions, versions[1:], strict=False)), default=0)
+    for k, p in enumerate(points):
+        if k and p.policy_version - points[k - 1].policy_version > step:
+            xs.append(math.nan)
+            ys.append(math.nan)
+        xs.append(p.env_steps if by_steps and p.env_steps is not None else p.policy_version)
+        ys.append(p.score)
+    return xs, ys
 
 
 def final_return(runs: Sequence[Run]) -> Figure:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,22 @@ REQUIRED_METRICS = ("wall_s", "env_steps", "recent_return", "policy_version")
 
 class RunDirError(ValueError):
     """A run directory the report cannot read; the message names the path."""
+
+
+@dataclass(frozen=True)
+class BoardSafety:
+    """One board's safety shield counts and fixed-rate figures (summary ``actors``)."""
+
+    safety: dict[str, int]  # reason -> count (docs/protocol.md §5.6)
+    control_periods: int
+    deadline_misses: int
+    jitter_p50_ms: float
+    jitter_p99_ms: float
+
+    @property
+    def shown(self) -> bool:
+        """Whether the board had a shield change, a safe action or a control rate."""
+        return bool(self.safety) or self.control_periods > 0
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,7 @@ class RunSummary:
     selection_scores: dict[int, float]  # policy version -> greedy return (model selection)
     runtime_breakdown: RuntimeBreakdown | None = None  # None: the run did not record it
     energy: Energy | None = None  # None: the run did not record it
+    boards: dict[str, BoardSafety] = field(default_factory=dict)  # actor id -> its figures
 
 
 @dataclass(frozen=True)
@@ -165,9 +182,24 @@ def _load_summary(file: Path) -> RunSummary:
             },
             runtime_breakdown=breakdown,
             energy=energy,
+            boards=_boards(raw.get("actors") or {}),
         )
     except (TypeError, ValueError, AttributeError) as e:
         raise RunDirError(f"{file}: malformed value ({e})") from None
+
+
+def _boards(actors: dict[str, Any]) -> dict[str, BoardSafety]:
+    """Each actor's shield and rate figures; a run from before protocol v5 has none."""
+    return {
+        str(a): BoardSafety(
+            safety={str(k): int(v) for k, v in (d.get("safety") or {}).items()},
+            control_periods=int(d.get("control_periods", 0)),
+            deadline_misses=int(d.get("deadline_misses", 0)),
+            jitter_p50_ms=float(d.get("jitter_p50_ms", 0.0)),
+            jitter_p99_ms=float(d.get("jitter_p99_ms", 0.0)),
+        )
+        for a, d in sorted(actors.items())
+    }
 
 
 def _load_publishes(file: Path) -> tuple[Publish, ...]:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class MetricsLog:
@@ -59,10 +63,40 @@ def _last_byte(path: Path) -> bytes:
         return f.read(1)
 
 
+def finite(data: Any) -> tuple[Any, int]:
+    """``data`` with every NaN or infinite float replaced by None, and how many were.
+
+    Figures from boards are bounded where they are recorded (learner/fleet/figures.py), so
+    none should be left here; this is the last line before a JSON writer that refuses them.
+    """
+    if isinstance(data, float):
+        return (data, 0) if math.isfinite(data) else (None, 1)
+    if isinstance(data, dict):
+        out, n = {}, 0
+        for k, v in data.items():
+            out[k], m = finite(v)
+            n += m
+        return out, n
+    if isinstance(data, (list, tuple)):
+        items = [finite(v) for v in data]
+        return [v for v, _ in items], sum(m for _, m in items)
+    return data, 0
+
+
+def strict_json(data: Any, **kwargs: Any) -> str:
+    """JSON text any strict parser reads: NaN and infinities become null (counted in a
+    warning), and the writer itself refuses any that are left (``allow_nan=False``)."""
+    clean, replaced = finite(data)
+    if replaced:
+        log.warning("%d non-finite numbers written as null", replaced)
+    return json.dumps(clean, allow_nan=False, **kwargs)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so a reader never sees half a file (write to a temp, then rename)."""
+    """Write strict JSON (``strict_json``) so a reader never sees half a file (write to a
+    temp, then rename)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.write_text(strict_json(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 

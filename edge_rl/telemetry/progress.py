@@ -98,17 +98,28 @@ class LiveView:
         if self._live is not None:
             self._live.__exit__(*exc)
 
-    def update(self, row: dict[str, Any], actors: dict[str, ActorStatus]) -> None:
+    def update(
+        self,
+        row: dict[str, Any],
+        actors: dict[str, ActorStatus],
+        greedy: tuple[int, float] | None = None,
+    ) -> None:
+        """``row``: the meter's; ``greedy``: the newest scored policy's version and greedy
+        return, shown beside the fleet's (exploring) return."""
         self._progress.update(self._task, completed=row["env_steps"])
+        scored = "-" if greedy is None else f"{greedy[1]:.1f} (v{greedy[0]})"
         if self._live is not None:
-            self._live.update(Group(self._progress, _stats(row), _actors(actors)))
+            stats = _stats(row, scored)
+            self._live.update(Group(self._progress, stats, _actors(actors, row["fleet_state"])))
         elif time.monotonic() - self._last_line >= 5.0:
             self._last_line = time.monotonic()
             log.info(
-                "env_steps=%d episodes=%d return=%s updates=%d (%.0f/s) policy=v%d actors=%d",
+                "env_steps=%d episodes=%d return=%s greedy=%s updates=%d (%.0f/s) policy=v%d "
+                "actors=%d",
                 row["env_steps"],
                 row["episodes"],
                 _fmt(row["recent_return"]),
+                scored,
                 row["updates"],
                 row["updates_per_s"],
                 row["policy_version"],
@@ -120,11 +131,15 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None or x != x else f"{x:.1f}"
 
 
-def _stats(row: dict[str, Any]) -> Table:
+def _stats(row: dict[str, Any], scored: str) -> Table:
+    """The run's figures: ``recent return`` is the fleet's, exploring (epsilon-greedy or
+    with action noise); ``greedy`` is the newest scored policy's, as it would be deployed."""
     t = Table(show_header=True, header_style="bold", box=None)
+    row = row | {"greedy": scored}
     cols = [
         ("episodes", "episodes"),
         ("recent return", "recent_return"),
+        ("greedy", "greedy"),
         ("updates", "updates"),
         ("updates/s", "updates_per_s"),
         ("policy", "policy_version"),
@@ -133,6 +148,7 @@ def _stats(row: dict[str, Any]) -> Table:
         ("duplicate", "transitions_duplicate"),
         ("fleet", "fleet_state"),
         ("quarantined", "quarantined"),
+        ("exports failed", "exports_failed"),
     ]
     for title, _ in cols:
         t.add_column(title, justify="right")
@@ -141,22 +157,36 @@ def _stats(row: dict[str, Any]) -> Table:
     return t
 
 
-def _actors(actors: dict[str, ActorStatus]) -> Table:
+def _actors(actors: dict[str, ActorStatus], fleet_state: str) -> Table:
+    """One row per actor. While the fleet runs, a board that has used its credit for the
+    moment says ``paused`` until its next grant (a second or less): it is shown running,
+    so the view does not flicker; a pause of the run itself shows as the fleet's."""
     t = Table(title="actors", box=None, header_style="bold")
-    for c in ("id", "state", "board", "policy", "env steps", "steps/s", "recent return", _SHARES):
+    columns = ("id", "state", "board", "policy", "env steps", "steps/s", "recent return")
+    for c in (*columns, "intervened", "safety", _SHARES):
         t.add_column(c, justify="right")
     for a in sorted(actors.values(), key=lambda s: s.actor_id):
+        state = "running" if fleet_state == "running" and a.state == "paused" else a.state
         t.add_row(
             a.actor_id,
-            a.state,
+            state,
             a.board,
             f"v{a.policy_version}",
             str(a.env_steps),
             f"{a.env_steps_per_s:.0f}",
             _fmt(a.recent_return),
+            f"{a.interventions / a.env_steps:.0%}" if a.interventions and a.env_steps else "-",
+            _safety(a),
             _shares(a.breakdown),
         )
     return t
+
+
+def _safety(a: ActorStatus) -> str:
+    """The shield's counts, by reason (docs/protocol.md §5.6), and why the board is safe."""
+    counts = " ".join(f"{k} {n}" for k, n in sorted(a.safety.items()))
+    why = f"[{a.safe_reason}] " if a.safe_reason else ""
+    return (why + counts) or "-"
 
 
 # The loop's runtime breakdown as % of its wall time (docs/protocol.md §5.1).
@@ -170,8 +200,11 @@ def _shares(breakdown: dict[str, float]) -> str:
     return "/".join(f"{100 * breakdown.get(k, 0.0) / wall:.0f}" for k in ACTOR_LOOP_BUCKETS)
 
 
-def result_lines(summary: dict[str, Any], run_dir: Path, total_s: float | None = None) -> list[str]:
-    """What ``edge-rl learn`` prints at the end: the result and the commands to go on with.
+def result_lines(
+    summary: dict[str, Any], run_dir: Path, total_s: float | None = None, prog: str = "edge-rl"
+) -> list[str]:
+    """What ``edge-rl learn`` prints at the end: the result and the commands to go on with,
+    each run with ``prog`` (how this ``edge-rl`` was run: ``cli.common.runnable_prog``).
     ``total_s``: the command's wall time, start-up included (the summary's ``wall_s`` is the
     training loop's)."""
     run = shlex.quote(str(run_dir))
@@ -190,15 +223,15 @@ def result_lines(summary: dict[str, Any], run_dir: Path, total_s: float | None =
         f"  env steps {summary['env_steps']:,}, updates {summary['updates']:,}, "
         f"policy v{summary['policy_version']}",
         wall if total_s is None else f"{wall}, {_duration(total_s)} in all",
-        f"  run directory {run_dir} (summary.json, learner.log)",
+        f"  run directory {run_dir} (summary.json, learner.log; TensorBoard: tb/)",
     ]
     energy = _energy_line(summary)
     if energy is not None:
         lines.append(energy)
     lines.append("next:")
     if summary.get("policy_version", 0) > 0:
-        lines.append(f"  edge-rl eval {run}/policy.tflite --env {env} --episodes 10")
-    lines.append(f"  edge-rl report {run}")
+        lines.append(f"  {prog} eval {run}/policy.tflite --env {env} --episodes 10")
+    lines.append(f"  {prog} report {run}")
     return lines
 
 

@@ -32,6 +32,7 @@ class Transport(Protocol):
     url: str
     client_id: str
     owner_io: bool  # the caller serves the connection with ``poll`` (mqtt.py)
+    last_failure: str  # why the last connection attempt failed ("" if none did), one line
 
     def start(self) -> None: ...
 
@@ -40,7 +41,14 @@ class Transport(Protocol):
     @property
     def connected(self) -> bool: ...
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """A clean close: the broker does not publish the last will."""
+        ...
+
+    def replace_will(self, topic: str, payload: bytes, timeout: float = 15.0) -> bool:
+        """Make ``(topic, payload)`` the last will from now on (a clean reconnect: MQTT fixes
+        a will at CONNECT); True once connected with it within ``timeout``."""
+        ...
 
     def poll(self, timeout: float = 0.0) -> None:
         """``owner_io``: serve the connection on this thread for up to ``timeout`` s (its
@@ -67,3 +75,11 @@ class Connect(Protocol):
         max_packet_size: int = 2_000_000,
         owner_io: bool = False,
     ) -> Transport: ...
+
+
+def unreachable(transport: Transport) -> ConnectionError:
+    """The error of a transport that did not connect in time: its URL and the last cause."""
+    cause = transport.last_failure or "no answer"
+    if cause.startswith("refused the login"):
+        return ConnectionError(f"the MQTT broker at {transport.url} {cause}")
+    return ConnectionError(f"cannot reach the MQTT broker at {transport.url}: {cause}")

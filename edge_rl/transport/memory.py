@@ -49,6 +49,7 @@ class MemoryTransport:
         self.callback_errors = 0
         self.connects = 0
         self.owner_io = False  # handlers run on the broker's thread, whatever was asked
+        self.last_failure = ""  # MqttTransport's: why it is not connected (never, here)
 
     def start(self) -> None:
         self.broker.submit(self._connect)
@@ -62,6 +63,10 @@ class MemoryTransport:
 
     def stop(self) -> None:  # a clean disconnect: no last will
         self._connected.clear()
+
+    def replace_will(self, topic: str, payload: bytes, timeout: float = 15.0) -> bool:
+        self.will = (topic, payload)
+        return self.connected
 
     def poll(self, timeout: float = 0.0) -> None:
         if timeout > 0:

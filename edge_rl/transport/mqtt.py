@@ -31,6 +31,11 @@ a publish from another thread, a connect) to one thread at a time, as TLS requir
 actor loop uses it: with paho's thread, the loop handed the GIL to it for every publish
 and every PUBACK, ~4 blocks of ~40 µs a batch (docs/benchmarks.md).
 
+``net=NetLoop``: no thread of its own either. The process's one network loop (netloop.py,
+what a board group gives its boards) serves the connection, and connects it; callbacks
+run on that loop's thread. ``owner_io`` is then ignored (False): the owner's ``poll`` only
+waits, and a publish queues the packet for the loop to write.
+
 ``url`` may be a list, ``URL[,URL...]``: the nodes of one clustered broker. The transport's
 own thread connects to one node at a time, and paho's network thread (with ``owner_io``,
 the owner's polls) serves that connection (paho's own reconnect is off). When an attempt
@@ -39,6 +44,14 @@ round, and waits between attempts by ``Backoff`` (backoff.py: bounded, jittered,
 exponential). A node that dropped an established connection is tried once more first (a
 restart of a single broker), then the others. It does not fall back to an earlier node
 while connected.
+
+A clean close (``stop``, ``replace_will``) leaves nothing unread on the socket before the
+DISCONNECT: it unsubscribes and waits for the UNSUBACK (the broker handles one client's
+packets in order, so every PUBACK and forwarded message before it has been read), or, with
+no subscriptions, for the PUBACK of the last QoS 1 publish. Closed with bytes unread, the
+kernel resets the connection; Mosquitto 2.0, writing its PUBACK into the reset socket,
+drops the client before it reads the DISCONNECT ("disconnected due to out of memory",
+eclipse-mosquitto/mosquitto#3253, fixed in 2.0.22) and publishes its last will.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -57,6 +71,7 @@ from edge_rl.transport.address import parse_broker_list, split_broker_urls
 from edge_rl.transport.auth import AuthError, BrokerAuth
 from edge_rl.transport.backoff import Backoff
 from edge_rl.transport.base import Connect, MessageHandler
+from edge_rl.transport.netloop import NetLoop
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +95,7 @@ class MqttTransport:
         auth: BrokerAuth | None = None,
         backoff: Backoff | None = None,
         owner_io: bool = False,
+        net: NetLoop | None = None,
     ) -> None:
         self.addresses = parse_broker_list(url)
         self.urls = split_broker_urls(url)
@@ -91,10 +107,12 @@ class MqttTransport:
         self._index = 0  # the node of ``addresses`` tried or connected now
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self.owner_io = owner_io
+        self._net = net
+        self._attempt = 0  # net: connect attempts since the last accepted connection
+        self.owner_io = owner_io and net is None
         self._io = threading.RLock()  # owner_io: the socket, one thread at a time
         # Around every use of the socket off paho's thread; with paho's thread, nothing.
-        self._guard = self._io if owner_io else contextlib.nullcontext()
+        self._guard = self._io if self.owner_io else contextlib.nullcontext()
         self._live = threading.Event()  # owner_io: a connection for ``poll`` to serve
         self._was_up = False  # this attempt got a CONNACK that accepted us
         self._ended = threading.Event()  # this attempt's connection closed
@@ -102,6 +120,10 @@ class MqttTransport:
         self.subscribe_failures = 0  # SUBACKs that refused a subscription (retried)
         self._subs_lock = threading.Lock()
         self._pending_subs: dict[int, tuple[str, int]] = {}  # SUBSCRIBE mid -> (topic, qos)
+        self._unsubscribed = threading.Event()  # the UNSUBACK of a clean close
+        self._unsub_mid = -1
+        self._last_qos1: mqtt.MQTTMessageInfo | None = None  # a clean close waits for its ack
+        self._renewing = False  # replace_will: reconnect at once after the clean close
         self._sub_attempts: dict[str, int] = {}  # topic -> refusals in a row
         self.client_id = client_id
         self._subscriptions = list(subscriptions)
@@ -116,6 +138,7 @@ class MqttTransport:
         self.refusals = 0  # CONNACKs that refused us (bad credentials, not authorised)
         self.connect_failures = 0  # no CONNACK at all: network, or the TLS handshake failed
         self._refused = False  # this attempt's CONNACK refused us (network thread only)
+        self.last_failure = ""  # why the last attempt failed, for an error message
         self._client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2,
             client_id=client_id,
@@ -131,13 +154,20 @@ class MqttTransport:
         apply_auth(self._client, self.auth, self.tls)
         self._client.on_connect = self._on_connect
         self._client.on_subscribe = self._on_subscribe
+        self._client.on_unsubscribe = self._on_unsubscribe
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
+        if net is not None:
+            net.attach(self._client)
 
     # --- lifecycle --------------------------------------------------------------------
 
     def start(self) -> None:
-        """Connect in the background (the transport's own thread) and stay connected."""
+        """Connect in the background (the transport's own thread, or the net loop's) and
+        stay connected."""
+        if self._net is not None:
+            self._net.call_later(0.0, self._net_attempt)
+            return
         self._thread = threading.Thread(
             target=self._supervise, name=f"mqtt-{self.client_id}", daemon=True
         )
@@ -176,9 +206,15 @@ class MqttTransport:
         """The node connected now, or the one being tried."""
         return self.urls[self._index]
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 5.0) -> None:
+        """A clean close (nothing left unread, then DISCONNECT: no last will), waiting up to
+        ``drain_s`` for the broker's acknowledgements; then the transport's thread ends."""
         self._stopping.set()
+        if self._net is not None:
+            self._net_stop()
+            return
         try:
+            self._drain(drain_s)
             with self._guard:
                 self._client.disconnect()  # the loop sends it, then the socket closes
             if self.owner_io:  # no network thread to see the socket close
@@ -188,6 +224,44 @@ class MqttTransport:
                 self._thread.join(timeout=10)
             self._connected.clear()
 
+    def replace_will(self, topic: str, payload: bytes, timeout: float = 15.0) -> bool:
+        """Make ``(topic, payload)`` the last will (retained): the connection is closed
+        cleanly (the old will is not published) and made again with the new one at once.
+        True once connected again within ``timeout``. MQTT 3.1.1 fixes a will at CONNECT."""
+        self._client.will_set(topic, payload, qos=1, retain=True)
+        if not self._connected.is_set():
+            return self.wait_connected(timeout)  # the next connect carries it
+        deadline = time.monotonic() + timeout
+        self._drain(min(5.0, timeout))
+        before = self.connects
+        self._renewing = True
+        with self._guard:
+            self._client.disconnect()
+        if self.owner_io:  # no network thread to see the socket close
+            self._ended.set()
+        again = lambda: self.connects > before and self._connected.is_set()  # noqa: E731
+        until(again, deadline, self.poll if self.owner_io else None)
+        return again()
+
+    def _drain(self, timeout: float) -> None:
+        """Before a DISCONNECT, nothing left for the broker to send us (bounded): the UNSUBACK
+        of every subscription, or without any, the PUBACK of the last QoS 1 publish."""
+        if not self._connected.is_set() or timeout <= 0:
+            return
+        deadline = time.monotonic() + timeout
+        poll = self.poll if self.owner_io else None
+        topics = [topic for topic, _ in self._subscriptions]
+        if topics:
+            self._unsubscribed.clear()
+            with self._guard:
+                rc, self._unsub_mid = self._client.unsubscribe(topics)
+            if rc == mqtt.MQTT_ERR_SUCCESS:
+                until(lambda: self._unsubscribed.is_set() or not self.connected, deadline, poll)
+            return
+        last = self._last_qos1
+        if last is not None:
+            until(lambda: last.is_published() or not self.connected, deadline, poll)
+
     # --- the connection, node after node (the transport's thread) ------------------------
 
     def _supervise(self) -> None:
@@ -196,6 +270,10 @@ class MqttTransport:
             up = self._session()
             if self._stopping.is_set():
                 break
+            if up and self._renewing:  # replace_will: again at once, with the new will
+                self._renewing = False
+                attempt = 0
+                continue
             if up:
                 attempt = 0  # a drop: this node once more first, soon
             else:
@@ -212,7 +290,8 @@ class MqttTransport:
         try:
             with self._guard:
                 self._client.connect(host, port, keepalive=self._keepalive)
-        except OSError:  # refused, unreachable, timed out, or the TLS handshake failed
+        except OSError as e:  # refused, unreachable, timed out, or the TLS handshake failed
+            self.last_failure = connect_error(e)
             self._attempt_failed()
             return False
         if self.owner_io:  # the owner's polls serve it, until it ends
@@ -229,6 +308,44 @@ class MqttTransport:
         self._client.loop_stop()
         self._connected.clear()
         return self._was_up
+
+    # --- the same, on a net loop: attempts on its connect thread, I/O on its io thread --
+
+    def _net_attempt(self) -> None:
+        """One connect attempt (net-connect); its end, whenever, calls ``_net_retry``."""
+        if self._stopping.is_set():
+            return
+        host, port, _ = self.addresses[self._index]
+        self._was_up = self._refused = False
+        self._ended.clear()
+        try:
+            self._client.connect(host, port, keepalive=self._keepalive)
+        except OSError:  # refused, unreachable, timed out, or the TLS handshake failed
+            self._attempt_failed()
+            self._net_retry(False)
+            return
+        if self._stopping.is_set():  # stopped while connecting: say goodbye at once
+            self._client.disconnect()
+
+    def _net_retry(self, up: bool) -> None:
+        """The next attempt, as ``_supervise`` waits for it: a dropped connection's node once
+        more first, soon; a failed attempt's next node, after a longer back-off."""
+        if self._stopping.is_set():
+            return
+        if up:
+            self._attempt = 0
+        else:
+            self._next_node()
+        delay = self.backoff.delay(self._attempt)
+        self._attempt += 1
+        self._net.call_later(delay, self._net_attempt)
+
+    def _net_stop(self, timeout: float = 2.0) -> None:
+        """DISCONNECT written by the loop, and the socket closed (bounded)."""
+        if self._client.disconnect() == mqtt.MQTT_ERR_SUCCESS:
+            self._ended.wait(timeout)
+        self._connected.clear()
+        self._net.detach(self._client)
 
     def _next_node(self) -> None:
         if len(self.addresses) == 1:
@@ -258,6 +375,8 @@ class MqttTransport:
             return False
         with self._guard:  # owner_io: written at once, on this thread
             info = self._client.publish(topic, payload, qos=qos, retain=retain)
+            if qos > 0:
+                self._last_qos1 = info
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             if qos > 0 and info.rc in KEPT_BY_PAHO:
                 # A QoS 1 message whose write found the connection gone (owner_io: the
@@ -289,8 +408,9 @@ class MqttTransport:
             if reason_code.is_failure:
                 self.refusals += 1
                 self._refused = True
+                who = f"user {self.auth.username!r}" if self.auth.username else "anonymous"
+                self.last_failure = f"refused the login ({reason_code}, {who})"
                 if self.refusals == 1:
-                    who = f"user {self.auth.username!r}" if self.auth.username else "anonymous"
                     log.warning(
                         "%s: broker %s refused the connection (%s, %s); retrying",
                         self.client_id,
@@ -349,6 +469,10 @@ class MqttTransport:
         retry.daemon = True
         retry.start()
 
+    def _on_unsubscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        if mid == self._unsub_mid:
+            self._unsubscribed.set()
+
     def _resubscribe(self, topic: str, qos: int) -> None:
         if self._connected.is_set() and not self._stopping.is_set():
             self._subscribe(topic, qos)
@@ -370,6 +494,8 @@ class MqttTransport:
         was_connected = self._connected.is_set()
         self._connected.clear()
         self._ended.set()
+        if self._net is not None:
+            self._net_retry(self._was_up)
         if reason_code == 0:
             return
         if was_connected:
@@ -382,6 +508,10 @@ class MqttTransport:
         elif self._refused:  # logged in _on_connect
             log.debug("%s: closed after a refusal (%s)", self.client_id, reason_code)
         else:  # closed before any CONNACK
+            self.last_failure = (
+                "the connection closed before an MQTT answer (no MQTT broker there, or it "
+                "refused the TLS handshake)"
+            )
             self._attempt_failed()
         self._refused = False
 
@@ -393,6 +523,31 @@ class MqttTransport:
             self.callback_errors += 1
             if self.callback_errors == 1:
                 log.exception("%s: error handling a message on %s", self.client_id, message.topic)
+
+
+def connect_error(e: OSError) -> str:
+    """One line for an ``OSError`` of a connect: what failed, in words."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"TLS: the broker's certificate was not accepted ({e.verify_message or e})"
+    if isinstance(e, ssl.SSLError):
+        return f"TLS handshake failed ({e.reason or e})"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused: nothing listens on that port"
+    if isinstance(e, TimeoutError):
+        return "no answer (timed out)"
+    if isinstance(e, socket.gaierror):
+        return f"the host name does not resolve ({e.strerror or e})"
+    return f"{e.strerror or e}"
+
+
+def until(done: Callable[[], bool], deadline: float, poll: Callable[[float], None] | None) -> None:
+    """Wait until ``done()`` or the monotonic ``deadline``; ``poll``: the owner_io transport's,
+    which reads the socket meanwhile (paho's own thread does otherwise)."""
+    while not done() and (left := deadline - time.monotonic()) > 0:
+        if poll is not None:
+            poll(min(left, 0.02))
+        else:
+            time.sleep(min(left, 0.01))
 
 
 def apply_auth(client: mqtt.Client, auth: BrokerAuth, tls: bool) -> None:
@@ -412,6 +567,7 @@ def apply_auth(client: mqtt.Client, auth: BrokerAuth, tls: bool) -> None:
         client.username_pw_set(auth.username, auth.password())
 
 
-def mqtt_connect(url: str, auth: BrokerAuth | None = None) -> Connect:
-    """The ``Connect`` (transport/base.py) for the broker at ``url``, with ``auth`` if given."""
-    return functools.partial(MqttTransport, url, auth=auth)
+def mqtt_connect(url: str, auth: BrokerAuth | None = None, net: NetLoop | None = None) -> Connect:
+    """The ``Connect`` (transport/base.py) for the broker at ``url``, with ``auth`` if given;
+    with ``net``, its connections are served by that network loop (netloop.py)."""
+    return functools.partial(MqttTransport, url, auth=auth, net=net)

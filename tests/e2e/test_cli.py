@@ -81,9 +81,10 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
             "total_env_steps=10000000",
             "--set",
             "dqn.hidden=[32, 32]",
+            *(["--json"] if sig == signal.SIGTERM else []),
         ),
         cwd=ROOT,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its process group is its own: killpg reaches no test
@@ -104,10 +105,15 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
             proc.send_signal(sig)
         else:
             os.killpg(proc.pid, sig)  # the group: the learner and whatever shares it
-        _, err = proc.communicate(timeout=90)
+        out, err = proc.communicate(timeout=90)
         # Interrupted, not failed: a checkpoint, then the fleet paused, then summary.json.
         assert proc.returncode == 128 + sig, err[-3000:]
         summary = json.loads((run / "summary.json").read_text())
+        # --json (the SIGTERM case) prints it, interrupted or not; without it, nothing.
+        if sig == signal.SIGTERM:
+            assert json.loads(out) == summary, out[-2000:]
+        else:
+            assert '"run_id"' not in out, out[-2000:]
         assert summary["interrupted"] is True and summary["final_eval_return"] is None
         states = {a["state"] for a in summary["actors"].values()}
         # Told by the learner, not killed.

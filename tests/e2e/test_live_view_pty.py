@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 
@@ -20,11 +21,12 @@ import pyte
 import pytest
 
 from tests.harness.paths import REPO
+from tests.harness.waits import bound
 
 ROOT = REPO
 ROWS, COLS = 60, 160
-HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
-DATA_ROW = re.compile(r"^\s*\d+\s+(-|-?\d+\.\d)\s+\d+\s")
+HEADER = re.compile(r"^\s*episodes\s+recent return\s+greedy\s+updates\s")
+DATA_ROW = re.compile(r"^\s*\d+\s+(-|-?\d+\.\d)\s+(-|-?\d+\.\d \(v\d+\))\s+\d+\s")
 # What TensorFlow, absl and LiteRT print on start-up, and the summary's JSON.
 NOT_IN_TERMINAL = [
     b"cuInit",
@@ -130,8 +132,28 @@ def test_learn_redraws_in_place_and_ends_with_a_short_result(
     # The last frame stays; below it, the short result.
     assert len(_headers(final)) == 1, text
     assert re.search(r"final return -?\d+\.\d ± \d+\.\d \(2 greedy episodes", text), text
-    assert f"edge-rl eval {run}/policy.tflite --env CartPole-v1 --episodes 10" in text
-    assert f"edge-rl report {run}" in text
+    # The last frame shows a scored policy's greedy return beside the exploring one.
+    header = _headers(final)[0]
+    assert re.search(r"\s-?\d+\.\d \(v\d+\)\s", final[header + 1]), final[header + 1]
+    # The next commands run as printed, with this Python (edge-rl is not on PATH here).
+    prog = f"{sys.executable} -m edge_rl.cli"
+    # Compared without whitespace: the terminal wraps a long line wherever the width falls,
+    # inside a path too (xdist's popen-gwN/ in the path moves it).
+    flat = "".join(text.split())
+    assert (
+        f"next:{prog}eval{run}/policy.tflite--envCartPole-v1--episodes10".replace(" ", "") in flat
+    ), text
+    report = f"{prog} report {run}"
+    assert flat.endswith(report.replace(" ", "")), flat[-300:]
+    done = subprocess.run(
+        f"{report} --out {tmp_path / 'report'}",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=bound(120),
+    )
+    assert done.returncode == 0 and (tmp_path / "report" / "report.md").is_file(), done.stderr
     for noise in NOT_IN_TERMINAL:
         assert noise not in term.raw, f"{noise!r} reached the terminal:\n{text}"
     # What the terminal did not get is in the run directory.
@@ -173,7 +195,7 @@ def test_ctrl_c_leaves_the_view_and_says_where_the_run_is(tmp_path, mosquitto_av
     # The learner checkpointed and wrote its summary (issue 14): it says how to go on.
     flat = "".join(text.split())  # (the line wraps at the terminal's width)
     assert f"checkpointandsummary.jsonin{run};continuewith" in flat, text
-    assert f"edge-rllearn--resume{run}" in flat, text
+    assert f"{sys.executable}-medge_rl.clilearn--resume{run}" in flat, text
     assert "Aborted!" not in text and "Traceback" not in text
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
     assert (run / "checkpoint").is_dir() and (run / "metrics.csv").exists()

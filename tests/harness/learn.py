@@ -80,3 +80,5 @@ SMALL_NETS = {
         "export.mean_action_error=2",
     ],
 }
+# SAC's networks and gates as TD3's (its deployed head is TD3's actor network).
+SMALL_NETS["sac"] = [x.replace("td3.", "sac.") for x in SMALL_NETS["td3"]]

@@ -96,12 +96,14 @@ def mosquitto_with(mosquitto_available, tmp_path) -> Iterator:
 def shipped_config(tmp_path):
     """``make(creds, certificates) -> lines``: host/mosquitto.conf with host/acl and the
     broker files of ``edge-rl credentials`` installed in a temp dir, on a loopback port.
-    ``certificates``: the client-certificate alternative its comments describe."""
+    ``certificates``: the client-certificate alternative its comments describe;
+    ``generated_acl``: the ACL ``edge-rl credentials --run`` wrote instead of host/acl."""
 
-    def make(creds: Path, *, certificates: bool) -> list[str]:
+    def make(creds: Path, *, certificates: bool, generated_acl: bool = False) -> list[str]:
         installed = tmp_path / "etc"
         shutil.copytree(creds / "broker", installed)
-        shutil.copy(REPO / "host" / "acl", installed / "acl")
+        if not generated_acl:
+            shutil.copy(REPO / "host" / "acl", installed / "acl")
         (tmp_path / "persist").mkdir()
         text = (REPO / "host" / "mosquitto.conf").read_text()
         assert "listener 8883\n" in text and "/etc/mosquitto/edge-rl/" in text

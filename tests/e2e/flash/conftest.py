@@ -79,8 +79,9 @@ def kit(tmp_path_factory, mosquitto_available) -> Kit:
 
 @pytest.fixture
 def flash(kit):
-    """``flash(out, *args) -> CompletedProcess``: edge-rl flash for the kit's deployment,
-    a CartPole run on a broker at mqtts://127.0.0.1:PORT (``broker=``), stand-in wheels."""
+    """``flash(out, *args, verbose=False) -> CompletedProcess``: edge-rl flash for the kit's
+    deployment, a CartPole run on a broker at mqtts://127.0.0.1:PORT (``broker=``), stand-in
+    wheels; ``verbose``: ``edge-rl --verbose flash``."""
 
     def run(
         out: Path,
@@ -88,8 +89,10 @@ def flash(kit):
         broker: str = "mqtts://127.0.0.1:8883",
         run: str = "r1",
         creds: Path | None = None,
+        verbose: bool = False,
     ) -> subprocess.CompletedProcess:
         return _run(
+            *(["--verbose"] if verbose else []),
             "flash",
             "--board",
             "rpi4",

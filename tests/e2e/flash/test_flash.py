@@ -190,7 +190,11 @@ def test_credentials_made_earlier_for_a_board_are_used(flash, creds, tmp_path):
     "args,broker,message",
     [
         (["--ids", "pi-x"], "mqtt://127.0.0.1:1883", "TLS"),
-        (["--ids", "pi-x", "--board", "rpi9"], None, "known boards: ['rpi4', 'rpi5']"),
+        (
+            ["--ids", "pi-x", "--board", "rpi9"],
+            None,
+            "known boards: ['rpi4', 'rpi4-robot', 'rpi5']",
+        ),
         (["--ids", "pi x"], None, "invalid username"),
         (["--count", "2", "--boot-partition", "."], None, "exactly one board"),
         (["--ids", "pi-x", "--python", "2.7"], None, "--python 2.7"),
@@ -242,3 +246,19 @@ def test_user_data_with_an_ssh_key_makes_a_key_only_admin_login():
     assert ud["runcmd"][-1][1] == "/boot/firmware/edge-rl/install.sh"
     with pytest.raises(ValueError, match="two-letter country"):
         network_config("lab", "pw", "Germany")
+
+
+@pytest.mark.slow
+def test_flash_is_quiet_unless_verbose(flash, creds, tmp_path):
+    """A cache without the reference model: flash makes it with TensorFlow, whose start-up,
+    CUDA probe and converter lines stay off the terminal; ``--verbose`` shows them."""
+    noise = ("oneDNN", "cudart_stub", "absl::", "flatbuffer_export", "XNNPACK")
+    for verbose in (False, True):
+        cache, out = tmp_path / f"cache-{verbose}", tmp_path / f"out-{verbose}"
+        done = ok(flash(out, "--count", "1", "--wheelhouse-cache", str(cache), verbose=verbose))
+        assert (cache / "reference-int8.tflite").is_file()  # made here, by TensorFlow
+        if verbose:
+            assert any(n in done.stderr for n in noise), done.stderr[-2000:]
+        else:
+            assert done.stderr == "", done.stderr
+            assert len(done.stdout.splitlines()) <= 4, done.stdout

@@ -172,3 +172,22 @@ def test_energy_not_measured_is_said_not_drawn(make_run):
     assert len(co2_ax.patches) == 0 and co2_ax.get_title() == "carbon"  # no intensity known
     assert [t.get_text() for t in kwh_ax.texts] == [" not recorded", " 2"]  # and the value
     assert [t.get_text() for t in co2_ax.texts] == [" not recorded"] * 2
+
+
+def test_numbers_inside_narrow_segments_are_left_out_and_none_reads_zero(make_run):
+    """A fleet busy for a few hundredths of a % (500 boards waiting for credit): the zoomed
+    panel's numbers have the decimals to say so, and a segment too narrow for its number
+    has none (it would spill over its neighbours)."""
+    tiny = {k: v / 1000 for k, v in IDLE_FLEET.items() if k not in ("idle", "wall")}
+    tiny |= {"idle": 200.0 - sum(tiny.values()), "wall": 200.0}
+    fig = fleet_breakdown([load_run(make_run("tiny", breakdown=(tiny, MAIN)))])
+    full, zoom = fig.axes
+    texts = [t.get_text() for t in zoom.texts if t.get_text()]
+    assert texts and all(float(t) > 0 for t in texts), texts  # never "0.0"
+    lo, hi = zoom.get_xlim()
+    bars = [b for c in zoom.containers for b in c]
+    for text in texts:  # room for it: its characters take ~2.5 % of the axis each
+        widths = [b.get_width() for b in bars if f"{b.get_width():.3f}" == text]
+        assert widths and min(widths) >= 0.025 * (len(text) + 1) * (hi - lo), text
+    assert len(texts) < len(bars)  # the narrow ones say nothing
+    assert "busy 0.027 %" in [t.get_text() for t in full.get_yticklabels()][0]

@@ -68,6 +68,15 @@ def test_selection_scores_fall_back_to_versions_when_steps_unknown(make_run):
     assert x == "policy version" and list(fig.axes[0].get_lines()[0].get_xdata()) == [1, 99]
 
 
+def test_selection_scores_are_not_joined_across_an_unscored_policy(make_run):
+    # every 2nd policy scored; v6 left unscored (it could not make the top five)
+    runs = [load_run(make_run("gap", scores={2: 10.0, 4: 30.0, 8: 80.0, 10: 90.0}, rows=120))]
+    (line,) = selection_scores(runs).axes[0].get_lines()
+    x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+    assert list(y[:2]) == [10.0, 30.0] and np.isnan(y[2]) and list(y[3:]) == [80.0, 90.0]
+    assert np.isnan(x[2]) and list(x[[0, 1, 3, 4]]) == [2000, 4000, 8000, 10000]
+
+
 def test_selection_scores_only_runs_that_have_them(make_run):
     runs = [load_run(make_run("none")), load_run(make_run("some", scores={2: 7.0}))]
     fig = selection_scores(runs)

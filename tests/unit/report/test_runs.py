@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from edge_rl.report.costs import Clock, FleetEnergy
+from edge_rl.report.markdown import render
 from edge_rl.report.runs import Metrics, Run, RunDirError, load_run, run_labels
 
 
@@ -187,3 +188,24 @@ def test_publishes_are_read_and_a_bad_line_names_the_file_and_line(make_run):
 def test_not_a_directory(tmp_path):
     with pytest.raises(RunDirError, match="not a directory"):
         load_run(tmp_path / "nowhere")
+
+
+def test_each_board_s_shield_and_control_rate_reach_the_report(make_run):
+    path = make_run("robot")
+    summary = json.loads((path / "summary.json").read_text())
+    summary["actors"]["arm-1"] = {
+        "env_steps": 5000,
+        "safety": {"clipped": 41, "broker_lost": 7},
+        "control_periods": 5000,
+        "deadline_misses": 12,
+        "jitter_p50_ms": 0.31,
+        "jitter_p99_ms": 4.5,
+    }
+    (path / "summary.json").write_text(json.dumps(summary))
+    run = load_run(path)
+    assert run.summary.boards["arm-1"].safety == {"clipped": 41, "broker_lost": 7}
+    assert not run.summary.boards["sim-00"].shown  # a board from before v5: no row
+    text = render([run], [])
+    row = next(line for line in text.splitlines() if "arm-1" in line)
+    assert "broker_lost: 7, clipped: 41" in row and "12 (0.24 %)" in row and "0.31 / 4.50" in row
+    assert "sim-00" not in text.split("## Boards")[1]

@@ -129,7 +129,7 @@ def test_live_view_shows_each_actors_loop_shares():
     assert _shares({}) == "-"  # an actor that predates the breakdown
     console = Console(width=200, record=True)
     b = {"env_step": 3.0, "idle": 1.0, "wall": 4.0}
-    console.print(_actors({"a": ActorStatus("a", "running", breakdown=b)}))
+    console.print(_actors({"a": ActorStatus("a", "running", breakdown=b)}, "running"))
     assert "75/0/0/0/0/25" in console.export_text()
 
 

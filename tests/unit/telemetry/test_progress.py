@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pexpect
 import pyte
+import pytest
 from rich.console import Console
 
 from edge_rl.telemetry.progress import (
@@ -22,7 +23,7 @@ from edge_rl.telemetry.progress import (
 from edge_rl.types import ActorStatus
 from tests.harness.paths import REPO
 
-HEADER = re.compile(r"^\s*episodes\s+recent return\s+updates\s")
+HEADER = re.compile(r"^\s*episodes\s+recent return\s+greedy\s+updates\s")
 
 SUMMARY = {
     "env_id": "CartPole-v1",
@@ -62,7 +63,7 @@ def test_result_is_short_and_names_the_next_commands():
     assert "final return 187.2 ± 12.1 (10 greedy episodes, int8 in LiteRT)" in text
     assert "env steps 50,000, updates 12,345, policy v40" in text
     assert "wall time 3m 02s training, 3m 21s in all" in text
-    assert "run directory runs/cp run" in text
+    assert "run directory runs/cp run (summary.json, learner.log; TensorBoard: tb/)" in text
     # Ready to paste: the run directory is quoted for the shell.
     assert "  edge-rl eval 'runs/cp run'/policy.tflite --env CartPole-v1 --episodes 10" in lines
     assert "  edge-rl report 'runs/cp run'" in lines
@@ -158,6 +159,43 @@ def test_records_logged_while_the_view_is_up_print_above_it(monkeypatch):
     # All of them above the view, which ends with its last frame.
     assert lines.index("record 5") < next(i for i, x in enumerate(lines) if HEADER.match(x))
     assert any("500/1000" in line for line in lines)
+
+
+def _screen(view_calls) -> list[str]:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=160, height=60)
+    with LiveView(1000, console=console) as view:
+        for args in view_calls:
+            view.update(*args)
+            view._live.refresh()
+    screen = pyte.Screen(160, 60)
+    pyte.Stream(screen).feed(out.getvalue().replace("\n", "\r\n"))
+    return [line.rstrip() for line in screen.display]
+
+
+def test_the_greedy_score_shows_beside_the_exploring_return():
+    actor = ActorStatus("sim-00", "running", board="rpi5", env_steps=10)
+    lines = _screen([(_row(100), {"sim-00": actor}, None)])
+    i = next(i for i, x in enumerate(lines) if HEADER.match(x))
+    assert lines[i + 1].split()[:3] == ["5", "21.5", "-"], lines[i + 1]  # none scored yet
+    lines = _screen([(_row(100), {"sim-00": actor}, (12, 487.25))])
+    i = next(i for i, x in enumerate(lines) if HEADER.match(x))
+    assert lines[i + 1].split()[:4] == ["5", "21.5", "487.2", "(v12)"], lines[i + 1]
+
+
+@pytest.mark.parametrize(
+    "fleet, board, shown",
+    [
+        ("running", "paused", "running"),
+        ("paused", "paused", "paused"),
+        ("running", "offline", "offline"),
+    ],
+)
+def test_a_board_between_two_grants_shows_the_run_state(fleet, board, shown):
+    actor = ActorStatus("sim-00", board, board="rpi5", env_steps=10)
+    lines = _screen([(_row(100) | {"fleet_state": fleet}, {"sim-00": actor}, None)])
+    (row,) = [x.split() for x in lines if x.split()[:1] == ["sim-00"]]
+    assert row[1] == shown, lines
 
 
 CLAIM = textwrap.dedent(
