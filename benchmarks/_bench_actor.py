@@ -171,7 +171,7 @@ def _policy_rung(exported, batching: bool) -> Rung:
         next_obs, reward, term, trunc, _ = env.step(action)
         state[1] = (i + 1) % batch
         if batching:
-            batcher.append((obs, action, reward, next_obs, term, trunc))
+            batcher.append((obs, action, reward, next_obs, term, trunc, False))
             if i == batch - 1:
                 encode(batcher.take())
         if term or trunc:

@@ -12,7 +12,9 @@ import numpy as np
 
 from edge_rl.specs import EnvSpec
 
-ActorState = Literal["starting", "running", "paused", "serving", "stopped", "offline"]
+ActorState = Literal[
+    "starting", "running", "paused", "serving", "stopped", "safe", "resetting", "offline"
+]
 # The learner's control (docs/protocol.md §5.4): train, hold (the learner is away), serve the
 # run's result, or the run is over (an operator ended it).
 RunState = Literal["running", "paused", "serving", "stopped"]
@@ -23,6 +25,20 @@ RunState = Literal["running", "paused", "serving", "stopped"]
 ACTOR_LOOP_BUCKETS = ("env_step", "inference", "exploration", "publish", "emulation", "idle")
 ACTOR_LOADER_BUCKETS = ("policy_receive", "model_load")
 BREAKDOWN_KEYS = frozenset((*ACTOR_LOOP_BUCKETS, *ACTOR_LOADER_BUCKETS, "wall"))
+
+# The safety shield's counts (docs/protocol.md §5.6): what it changed an action for, and
+# why a watchdog gave the env the safe action instead of the policy's.
+SHIELD_REASONS = ("nonfinite", "clipped", "rate_limited")
+SAFE_REASONS = (
+    "no_policy",
+    "learner_silent",
+    "broker_lost",
+    "inference_late",
+    "estop",
+    "reset_failed",  # the episode's reset hook raised (docs/robots.md): held until released
+    "reset_timeout",  # ... or passed its reset_timeout_s
+)
+SAFETY_KEYS = frozenset((*SHIELD_REASONS, *SAFE_REASONS))
 
 
 @dataclass(frozen=True)
@@ -45,11 +61,21 @@ class TransitionBatch:
     terminated: np.ndarray  # [n] bool: the MDP ended, do not bootstrap
     truncated: np.ndarray  # [n] bool: cut by a time limit, bootstrap from next_obs
     run_id: str = ""  # the run start the actor stepped for (the control message's run_id)
+    # [n] bool: the action was an intervention's (a person or a teacher took over, the
+    # board's ``teleop:``), not the policy's; None: no row was.
+    intervention: np.ndarray | None = None
 
-    ARRAYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+    ARRAYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "intervention")
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
+
+    @property
+    def interventions(self) -> np.ndarray:
+        """[n] bool: which rows an intervention acted (all False when none did)."""
+        if self.intervention is None:
+            return np.zeros(len(self), bool)
+        return np.asarray(self.intervention, bool)
 
 
 @dataclass(frozen=True)
@@ -69,7 +95,7 @@ class PolicyManifest:
     """Everything an actor needs to trust, load and run one published model."""
 
     policy_version: int  # monotonic across learner restarts
-    algo: str  # "dqn" | "td3"
+    algo: str  # "dqn" | "td3" | "sac"
     env_id: str
     env_spec: EnvSpec
     precision: str  # "int8" | "fp16" | "fp32"
@@ -85,7 +111,7 @@ class PolicyManifest:
     model_sha256: str  # of the uncompressed .tflite bytes
     model_size: int  # bytes of the uncompressed .tflite
     codec: str  # compression of the model bytes in the bundle: "zlib" | "none"
-    # What the model outputs: "q_values" (DQN: act with argmax) or "action" (TD3).
+    # What the model outputs: "q_values" (DQN: act with argmax) or "action" (TD3, SAC).
     output_kind: str = "q_values"
     run: str = ""  # the run name (a topic level)
     run_id: str = ""  # the learner's run start it was published in (RunIdentity)
@@ -129,6 +155,21 @@ class ActorStatus:
     policy_digest: str = ""  # model_sha256 of the policy loaded; "" = none
     served_episodes: int = 0  # episodes ended greedily with the policy served (serving only)
     policies_failed: int = 0  # policies refused for what they are: not stale, not another run's
+    interventions: int = 0  # env steps an intervention acted (teleop:), of env_steps (v5)
+    # v5: the safety shield's counts by reason (SAFETY_KEYS; zero counts left out), and
+    # while the state is ``safe`` the watchdog's reason (SAFE_REASONS), else "".
+    safety: dict[str, int] = field(default_factory=dict)
+    safe_reason: str = ""
+    # v5, a board with a control_hz: steps taken at a deadline, periods with no step started
+    # (deadline misses), and how late steps started (ms, percentiles of the recent ones).
+    control_periods: int = 0
+    deadline_misses: int = 0
+    jitter_p50_ms: float = 0.0
+    jitter_p99_ms: float = 0.0
+    # v5, a board file's episode: success_key / failure_key: training episodes of this run
+    # start that the env's info ended as a success or a failure (of ``episodes``).
+    episodes_succeeded: int = 0
+    episodes_failed: int = 0
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ class Batcher:
 
     Per transition, ``add``; or, in a loop that steps a block at a time: ``open`` once per
     block, then ``append`` one row ``(obs, action, reward, next_obs, terminated,
-    truncated)`` per step, at most ``room()`` of them (one list append: nothing is
+    truncated, intervention)`` per step, at most ``room()`` of them (one list append: nothing is
     checked or converted per step; ``take`` converts a batch's rows at once).
     """
 
@@ -57,10 +57,20 @@ class Batcher:
         start = self._first_t if self._rows else time.monotonic()
         return start + self.flush_interval_s
 
-    def add(self, policy_version: int, obs, action, reward, next_obs, terminated, truncated):
+    def add(
+        self,
+        policy_version: int,
+        obs,
+        action,
+        reward,
+        next_obs,
+        terminated,
+        truncated,
+        intervention: bool = False,
+    ):
         """Add one transition. Returns a finished batch when the policy version changes."""
         done = self.open(policy_version)
-        self.append((obs, action, reward, next_obs, terminated, truncated))
+        self.append((obs, action, reward, next_obs, terminated, truncated, intervention))
         return done
 
     def ready(self) -> bool:
@@ -71,7 +81,7 @@ class Batcher:
     def take(self) -> TransitionBatch | None:
         if not self._rows:
             return None
-        obs, action, reward, next_obs, term, trunc = zip(*self._rows, strict=True)
+        obs, action, reward, next_obs, term, trunc, acted = zip(*self._rows, strict=True)
         batch = TransitionBatch(
             actor_id=self.actor_id,
             session=self.session,
@@ -84,6 +94,7 @@ class Batcher:
             next_obs=np.asarray(next_obs, np.float32),
             terminated=np.asarray(term, bool),
             truncated=np.asarray(trunc, bool),
+            intervention=np.asarray(acted, bool) if any(acted) else None,
         )
         self.seq += 1
         self._rows.clear()

@@ -9,7 +9,9 @@
                   explorer.plan(...)        # the stint's RNG draws, at once
                   per step: out = policy.runner(obs)     # LiteRT invoke
                             action = explorer.act(out, i)
-                            obs' = env.step(action)
+                            action, acted = teleop(obs, action)   # board's teleop:, if any
+                            action = shield.apply(action)  # the last step: bounds, rate
+                            obs' = env.step(action)        # the row holds this action
                             batcher.append(row)
            batcher.take() -> spool -> MQTT  (by count or time; bounded while offline)
            transport.poll()                 # PUBACKs, grants, control (every POLL_S)
@@ -53,11 +55,16 @@ import numpy as np
 
 from edge_rl.actor.batching import Batcher, Spool
 from edge_rl.actor.emulation import Throttle
+from edge_rl.actor.episodes import EpisodeRules, ResetHook
 from edge_rl.actor.exploration import Explorer, greedy
 from edge_rl.actor.policy_slot import LoadedPolicy, PolicySlot
+from edge_rl.actor.rate import Rate
 from edge_rl.actor.run_control import RunControl
+from edge_rl.actor.safety import Shield
 from edge_rl.actor.serving import ServedReturns
 from edge_rl.actor.shared_models import SharedModels
+from edge_rl.actor.teleop import Teleop
+from edge_rl.actor.watchdog import EStop, Watchdog, load_input
 from edge_rl.boards import STOP_FLUSH_S, STOP_STATUS_S, BoardConfig
 from edge_rl.envs import make_env
 from edge_rl.specs import EnvSpec
@@ -82,6 +89,12 @@ MIN_STATUS_GAP_S = 0.05
 # How often the loop serves its transport between stints (training) or greedy steps
 # (serving): a poll costs ~90 µs here, a 256-step stint ~3.5 ms.
 POLL_S = 0.01
+# A board with watchdogs and no control_hz: how often they are read, and the safe action
+# given (docs/robots.md).
+SAFE_PERIOD_S = 0.05
+# At the board's exit, how long a cancelled reset hook may take to return before the
+# board gives up closing the env under it.
+RESET_HOOK_CLOSE_S = 1.0
 
 
 def _no_model(obs: np.ndarray) -> None:
@@ -120,6 +133,37 @@ class ActorNode:
         self.spec = EnvSpec.from_gym(self.env.observation_space, self.env.action_space)
         self.rng = np.random.default_rng(opts.seed)
         self.explorer = Explorer(self.spec, self.rng)
+        # A person or a teacher who may take over (board file's teleop:; actor/teleop.py).
+        self.teleop = (
+            Teleop.load(board.teleop, self.spec, board.teleop_args) if board.teleop else None
+        )
+        # Every action the env gets passes the shield last, whoever proposed it (an
+        # override too: it calls shield.apply); rows carry the action it let through.
+        self.shield = Shield(self.spec, board.safety)
+        # The watchdogs (safety: in the board file): None without any, as on a simulated
+        # board. With them, the loop reads them every period_s and gives the safe action.
+        safety = board.safety
+        self.estop = EStop(safety.estop_file, load_input(safety.estop_input))
+        # A reset hook between episodes (episode: in the board file): it turns the
+        # watchdogs on, since its failure holds the board safe as the e-stop does.
+        episode = board.episode
+        self.reset_hook = ResetHook(episode) if episode.reset_hook is not None else None
+        self.resetting = False  # the hook runs: status "resetting"
+        self._next_seed: int | None = None  # the seed of the next hook's env.reset()
+        self.hold_failures = 0  # env.hold calls that raised (logged once)
+        self.watchdog = (
+            Watchdog(safety.stale_after_s, self.estop, time.monotonic())
+            if safety.watchdogs or self.reset_hook is not None
+            else None
+        )
+        self.period_s = 1.0 / board.control_hz if board.control_hz else SAFE_PERIOD_S
+        # The board file's episode: a time limit, success and failure (actor/episodes.py).
+        self.rules = EpisodeRules(board.episode)
+        self.safe_reason = ""  # why the board is in its safe state; "" when it is not
+        # control_hz: every env step at its period's deadline (None: as fast as it goes).
+        # Its sleeps serve the transport (owner_io): what comes in is read while the loop
+        # waits for a deadline, never by waiting inside a period.
+        self.rate = Rate(board.control_hz, sleep=self._idle) if board.control_hz else None
         # New per process (see TransitionBatch); 53 bits: exact in JSON readers' doubles.
         self.session = secrets.randbits(53)
         key = opts.policy_key or board.policy_public_key
@@ -152,6 +196,7 @@ class ActorNode:
         self.transitions_oversize = 0
         self.steps_per_s = 0.0
         self._reported_version = 0  # the policy version the last status named
+        self._said: tuple[str, int] | None = None  # the state the last line said (_say)
         self._returns: deque[float] = deque(maxlen=20)
         self._obs: np.ndarray | None = None  # the env's current observation
         self._ep_return = 0.0  # the current episode's return so far
@@ -185,6 +230,7 @@ class ActorNode:
         )
 
     def _on_message(self, topic: str, payload: bytes) -> None:
+        self._heard_learner(topic)
         if topic == self.topics.policy:
             if payload:  # (empty: the learner cleared the retained policy)
                 self.slot.offer(payload)  # verified and loaded on the slot's thread
@@ -200,6 +246,13 @@ class ActorNode:
             self._on_welcome(payload)
         else:
             self.rc.on_credit(payload)
+
+    def _heard_learner(self, topic: str) -> None:
+        """Any message from the learner tells the watchdog it is there, but a ``paused``
+        control: that is what its last will says."""
+        if self.watchdog is not None and topic != self.topics.target(self.opts.actor_id):
+            if not (topic == self.topics.control and self.rc.state == "paused"):
+                self.watchdog.heard(time.monotonic())
 
     def _on_welcome(self, payload: bytes) -> None:
         """The learner's answer to this board's hello: its control, or its policy."""
@@ -221,6 +274,9 @@ class ActorNode:
         self.spool = Spool(self.board.spool_limit_bytes)
         self.env_steps = self.episodes = self.transitions_sent = self.batches_sent = 0
         self.transitions_oversize = 0
+        self.rules.reset_counts()  # counted per run start, as episodes
+        if self.teleop is not None:
+            self.teleop.interventions = 0  # counted per run start, as env_steps
         self._returns.clear()
         self.slot.set_run(run_id)
         log.info("joined run %s (start %s)", self.opts.run, run_id)
@@ -231,7 +287,9 @@ class ActorNode:
         self.clock.restart()  # the breakdown's wall time starts here
         self.transport.start()
         self.slot.start()
-        deadline = time.monotonic() + 30  # a stop (SIGTERM) ends the wait
+        # A stop (SIGTERM) ends the wait; a board with watchdogs does not wait: its loop
+        # gives the safe action (broker_lost) until the broker is there.
+        deadline = time.monotonic() + (0 if self.watchdog is not None else 30)
         while not self.transport.wait_connected(0.1) and not self.rc.done:
             if time.monotonic() > deadline:
                 log.warning("no broker at %s yet; still trying", self.opts.broker)
@@ -255,7 +313,7 @@ class ActorNode:
     def _loop(self) -> None:
         lap = self.clock.lap  # each lap charges the time since the previous one
         lap("idle")  # connecting to the broker, starting the policy slot
-        self._obs, _ = self.env.reset(seed=self.opts.seed)
+        self._first_episode()
         lap("env_step")
         next_status, next_poll, rate_t, rate_steps = 0.0, 0.0, time.monotonic(), 0
         while not self.rc.done and not self.rc.serves():
@@ -272,15 +330,31 @@ class ActorNode:
                 rate_t, rate_steps = now, self.env_steps
                 self._publish_status(self._state())
                 next_status = now + self.rc.status_every(self.board.status_interval_s)
+            if self._watch(training=True):  # a watchdog: the safe action for one period
+                lap("idle")
+                self._ship(self.batcher.take())
+                lap("publish")
+                self._obs = self._safe_period(self._obs)
+                continue
             if not self.rc.may_step(self.env_steps):  # paused, out of credit, no learner yet
                 lap("idle")  # status, bookkeeping, and the last sleep
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 lap("publish")
                 # A policy loaded meanwhile is reported within this wait (its status).
                 self._wait(WAIT_TURN_S)
+                if self.rate is not None:  # a new schedule when stepping resumes
+                    self.rate.restart()
+                continue
+            if self._obs is None:  # before an episode, the reset hook's turn: no step
+                lap("idle")
+                self._obs = self._reset_through_hook()
+                lap("idle")
                 continue
             lap("idle")  # control, status and loop bookkeeping since the last stint
-            self._stint(self._steps_allowed(), min(next_status, self.batcher.due()) - now)
+            seconds = min(next_status, self.batcher.due()) - now
+            if self.watchdog is not None:  # read again within one period
+                seconds = min(seconds, self.period_s)
+            self._stint(self._steps_allowed(), seconds)
             if self.batcher.ready():
                 self._ship(self.batcher.take())
             if now >= next_poll:  # PUBACKs, grants, control: what came in meanwhile
@@ -300,7 +374,7 @@ class ActorNode:
         lap("idle")
         self._ship(self.batcher.take())  # what training batched: the learner's, if it is there
         lap("publish")
-        next_status, next_poll, obs = 0.0, 0.0, None
+        next_status, next_poll, obs, begun = 0.0, 0.0, None, False
         while self.rc.serves():
             now = time.monotonic()
             if now >= next_poll:  # the transport, every POLL_S: not on every step
@@ -310,33 +384,94 @@ class ActorNode:
                 self._publish_status(self._state())
                 next_status = now + self.rc.status_every(self.board.serving_status_interval_s)
             policy = self.slot.current  # the swap point, as in training
+            if self._watch(training=False, has_policy=policy is not None):
+                obs = self._safe_period(obs)
+                lap("env_step")
+                continue
             if policy is None:  # nothing to serve yet (its policy is on the way)
                 self._wait(0.05)
                 lap("idle")
                 continue
-            if obs is None or policy.manifest.model_sha256 != self.served.digest:
+            if not begun or policy.manifest.model_sha256 != self.served.digest:
                 self.served.begin(policy.manifest.policy_version, policy.manifest.model_sha256)
                 next_status = 0.0  # a rollout waits to hear which policy this board serves
-                obs, _ = self.env.reset()
+                obs, begun = None, True
+            if obs is None:  # a fresh episode: the reset hook's turn first, if there is one
+                obs = self._new_episode()
                 lap("env_step")
+                if obs is None:  # the hook failed or was cut short: the watchdogs say so
+                    continue
             obs = self._serve_step(policy, obs)
 
-    def _serve_step(self, policy: LoadedPolicy, obs: np.ndarray) -> np.ndarray:
+    # --- watchdogs and the safe state (docs/robots.md) ----------------------------------
+
+    def _watch(self, *, training: bool, has_policy: bool = True) -> bool:
+        """Read the watchdogs: whether this period goes to the safe action. A status says
+        so at once on the way in and out (the way in may find no broker to take it)."""
+        if self.watchdog is None:
+            return False
+        reason = self.watchdog.reason(
+            time.monotonic(),
+            training=training,
+            has_policy=has_policy,
+            connected=self.transport.connected,
+        )
+        if reason != self.safe_reason:
+            if reason:
+                log.warning("safe state: %s (on_stale %s)", reason, self.board.safety.on_stale)
+            else:
+                log.info("safe state left (%s cleared)", self.safe_reason)
+            self.safe_reason = reason
+            self._publish_status(self._state())
+        return bool(reason)
+
+    def _safe_period(self, obs: np.ndarray | None) -> np.ndarray | None:
+        """One control period in the safe state: the shield's safe action (nothing for
+        ``on_stale: stop``), then the transport served until the period ends. No row, no
+        credit: these steps are not the policy's."""
+        end = time.monotonic() + self.period_s
+        action, _ = self.shield.safe(self.safe_reason)
+        if action is not None and obs is None and self.reset_hook is not None:
+            # Between episodes (a failed or cut-short reset): the env is not stepped or
+            # reset; its next reset is the hook's, once the safe state has cleared.
+            self._hold(action)
+        elif action is not None:
+            if obs is None:
+                obs = self._reset_env()
+            obs, _, terminated, truncated, _ = self.env.step(action)
+            if terminated or truncated:
+                obs = self._reset_env() if self.reset_hook is None else None
+        self._idle(end - time.monotonic())
+        if self.rate is not None:  # a new schedule when the policy acts again
+            self.rate.restart()
+        return obs
+
+    def _serve_step(self, policy: LoadedPolicy, obs: np.ndarray) -> np.ndarray | None:
         lap = self.clock.lap
-        lap("idle")  # status and loop bookkeeping
+        if self.rate is not None:
+            self.rate.tick()  # this step's deadline
+        lap("idle")  # status and loop bookkeeping, the sleep to the deadline
         out = policy.runner(obs)
         compute = lap("inference")
-        action = greedy(out, self.spec)
+        late = self.board.safety.inference_deadline_s
+        if late is not None and compute > late:  # a late action is a wrong one
+            action, _ = self.shield.safe("inference_late")
+            if action is None:  # on_stale stop: no step
+                return obs
+        else:
+            action, _ = self.shield.apply(greedy(out, self.spec))
         compute += lap("exploration")
-        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        next_obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.rules.active:  # serving's episodes end by the same rules, uncounted
+            terminated, truncated = self.rules.end(info, terminated, truncated, count=False)
         compute += lap("env_step")
         if self.throttle.factor:
             self.throttle.charge(compute)  # a slower board's inference + env step
             lap("emulation")
         ended = bool(terminated or truncated)
         self.served.step(float(reward), ended)
-        if ended:
-            next_obs, _ = self.env.reset()
+        if ended:  # a reset hook's turn is the serving loop's (None)
+            next_obs = self._reset_env() if self.reset_hook is None else None
             lap("env_step")
         return next_obs
 
@@ -349,6 +484,13 @@ class ActorNode:
             self.transport.poll(seconds)
         else:
             self.rc.wait_news(seconds)
+
+    def _idle(self, seconds: float) -> None:
+        """Until ``seconds`` have passed, serving the transport (a message does not end it):
+        the rate's sleep to a deadline, and the safe state's period."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self._wait(left)
 
     def _steps_allowed(self) -> int:
         """Env steps the credit (and ``max_env_steps``) allow before control is read again."""
@@ -376,32 +518,57 @@ class ActorNode:
         # The bound __call__: calling the instance would look it up on every step.
         runner = _no_model if policy is None else policy.runner.__call__
         act, step, append = self.explorer.act, self.env.step, self.batcher.append
+        teleop = self.teleop
+        shield = self.shield.apply  # the last step before the env, for every action
+        late = self.board.safety.inference_deadline_s  # None: no deadline
         charge = self.throttle.charge if self.throttle.factor else None
+        tick = self.rate.tick if self.rate is not None else None
+        ends = self.rules.end if self.rules.active else None  # time limit, success, failure
         now = self.clock.now
         obs = self._obs
         ep_return = self._ep_return
-        inference = exploration = env_step = emulation = 0.0
+        inference = exploration = env_step = emulation = paced = 0.0
         stop_at = now() + seconds
         i = -1  # the last step's index: i + 1 steps taken
         for i in range(n):
+            if tick is not None:  # sleep to this step's deadline (charged as idle)
+                t = now()
+                tick()
+                paced += now() - t
             t0 = now()
             out = runner(obs)
             t1 = now()
-            action = act(out, i)
+            acted = False
+            if late is not None and t1 - t0 > late:  # a late action is a wrong one
+                action, _ = self.shield.safe("inference_late")
+                if action is None:  # on_stale stop: this step is not taken
+                    i -= 1
+                    break
+            else:
+                action = act(out, i)
+                if teleop is not None:  # an override replaces the policy's action (teleop.py)
+                    action, acted = teleop(obs, action)
+                # The shield last, for the override too: the row holds what the env got,
+                # still marked an intervention when the shield changed the override.
+                action, _ = shield(action)
             t2 = now()
-            next_obs, reward, terminated, truncated, _ = step(action)
+            next_obs, reward, terminated, truncated, info = step(action)
             t3 = now()
+            if ends is not None:  # the row says how the board's rules ended the episode
+                terminated, truncated = ends(info, terminated, truncated)
             inference += t1 - t0
             exploration += t2 - t1
             env_step += t3 - t2
             if charge is not None:
                 charge(t3 - t0)  # a slower board's inference + exploration + env step
                 emulation += now() - t3
-            append((obs, action, reward, next_obs, terminated, truncated))
+            append((obs, action, reward, next_obs, terminated, truncated, acted))
             ep_return += reward
             if terminated or truncated:
                 env_step += self._episode_end(float(ep_return))
                 obs, ep_return = self._obs, 0.0
+                if obs is None:  # the reset hook's turn: the stint ends here
+                    break
             else:
                 obs = next_obs
             if t3 >= stop_at:
@@ -415,17 +582,113 @@ class ActorNode:
                 "exploration": exploration,
                 "env_step": env_step,
                 "emulation": emulation,
+                "idle": paced,
             },
             rest="publish",
         )
 
     def _episode_end(self, ep_return: float) -> float:
-        """Count the episode and reset the env (into ``_obs``); returns the reset's time."""
+        """Count the episode and reset the env (into ``_obs``); returns the reset's time.
+        With a reset hook, ``_obs`` is None: the loop gives the hook its turn."""
         self.episodes += 1
         self._returns.append(ep_return)
+        if self.reset_hook is not None:
+            self._obs = None
+            return 0.0
         t0 = self.clock.now()
-        self._obs, _ = self.env.reset()
+        self._obs = self._reset_env()
         return self.clock.now() - t0
+
+    def _first_episode(self) -> None:
+        """The env reset as training starts; with a reset hook, the hook's turn comes
+        first, once the board may step (``_loop``)."""
+        if self.reset_hook is None:
+            self._obs = self._reset_env(self.opts.seed)
+        else:
+            self._obs = None
+            self._next_seed = self.opts.seed
+
+    def _new_episode(self) -> np.ndarray | None:
+        """The env reset for a new episode: through the reset hook if there is one."""
+        return self._reset_env() if self.reset_hook is None else self._reset_through_hook()
+
+    def _reset_through_hook(self) -> np.ndarray | None:
+        """The reset hook's turn before an episode (docs/robots.md): the observation to
+        start from, or None (the hook failed, passed its timeout, or the e-stop or a stop
+        cut it short; the board's watchdogs take it from there).
+
+        While the hook runs on its own thread, this loop takes no env step and spends no
+        credit; it serves the transport, reports ``resetting`` (at once, then every status
+        interval), and watches the e-stop and the stop. The shield's safe action is put on
+        the actuator first, through the env's optional ``hold(action)``."""
+        hook = self.reset_hook
+        assert hook is not None and self.watchdog is not None
+        self._ship(self.batcher.take())  # the last episode's rows go before "resetting"
+        if hook.running:  # an earlier hook ignored its cancel: never two at one robot
+            self._reset_failed("reset_timeout", "an earlier reset hook still runs")
+            return None
+        self._hold(self.shield.safe(None)[0])
+        seed, self._next_seed = self._next_seed, None
+        hook.start(self.env, seed, time.monotonic())
+        self.resetting = True
+        log.info("resetting: the reset hook runs (at most %.1f s)", hook.timeout_s)
+        self._publish_status("resetting")
+        next_status = time.monotonic() + self.rc.status_every(self.board.status_interval_s)
+        try:
+            while not (outcome := hook.outcome(time.monotonic())):
+                if self.rc.done or self.estop.engaged():  # wait no longer; tell the hook
+                    hook.cancel()
+                    return None  # the e-stop: the watchdog says so; a new reset once released
+                now = time.monotonic()
+                if now >= next_status:
+                    self._publish_status("resetting")
+                    next_status = now + self.rc.status_every(self.board.status_interval_s)
+                self._wait(max(0.0, min(self.period_s, hook.deadline - now, next_status - now)))
+        finally:
+            self.resetting = False
+        if outcome != "done":
+            hook.cancel()
+            self._reset_failed(outcome, hook.error or f"still running after {hook.timeout_s} s")
+            return None
+        self.shield.reset()
+        self.rules.begin()
+        if self.rate is not None:  # a new schedule: the reset's time is no missed period
+            self.rate.restart()
+        self._publish_status(self._state())
+        return hook.obs
+
+    def _reset_failed(self, reason: str, detail: str) -> None:
+        """The board holds its safe state, as under the e-stop, until released on the
+        board: the robot may be anywhere after a failed reset, and a person may be at it."""
+        log.error(
+            "%s (%s): safe state until released on the board%s",
+            reason,
+            detail,
+            " (remove the estop file)" if self.estop.file is not None else " (restart)",
+        )
+        assert self.watchdog is not None
+        self.watchdog.latch(reason)
+
+    def _hold(self, action: object) -> None:
+        """The safe action on the actuator between episodes, if the env can take one
+        without a step (its optional ``hold(action)``), and no reset hook runs beside it."""
+        hold = getattr(self.env, "hold", None)
+        if action is None or hold is None or (self.reset_hook and self.reset_hook.running):
+            return
+        try:
+            hold(action)
+        except Exception as e:  # noqa: BLE001 (the board stays safe; the env's own fault)
+            self.hold_failures += 1
+            if self.hold_failures == 1:  # once: the safe state may call it every period
+                log.warning("env.hold failed: %s: %s", type(e).__name__, e)
+
+    def _reset_env(self, seed: int | None = None) -> np.ndarray:
+        """A new episode: the env reset, the shield's rate from rest, the time limit's
+        clock from now."""
+        obs, _ = self.env.reset() if seed is None else self.env.reset(seed=seed)
+        self.shield.reset()
+        self.rules.begin()
+        return obs
 
     def _new_policy_to_report(self, since_status: float) -> bool:
         """A policy loaded since the last status, which was at least the smallest status
@@ -435,6 +698,10 @@ class ActorNode:
         return self.slot.version != self._reported_version and since_status >= gap
 
     def _state(self) -> ActorState:
+        if self.safe_reason and not self.rc.done:
+            return "safe"
+        if self.resetting and not self.rc.done:
+            return "resetting"
         return self.rc.status_state(self.env_steps)
 
     def _ship(self, batch: TransitionBatch | None) -> None:
@@ -461,7 +728,7 @@ class ActorNode:
         if self.rc.state == "refused":  # another process owns the id: leave its status be
             self.slot.stop()
             self.transport.stop()
-            self.env.close()
+            self._close_env()
             return
         self._ship(self.batcher.take())
         lap("publish")
@@ -474,7 +741,7 @@ class ActorNode:
         self._publish_status("stopped", wait=STOP_STATUS_S)  # its breakdown ends at the last lap
         self.slot.stop()
         self.transport.stop()
-        self.env.close()
+        self._close_env()
         log.info(
             "actor %s done: %d env steps, %d transitions sent, %d dropped",
             self.opts.actor_id,
@@ -483,7 +750,37 @@ class ActorNode:
             self.spool.dropped_transitions,
         )
 
+    def _close_env(self) -> None:
+        """``env.close()``, but not beside a reset hook that still runs (it ignored its
+        cancel): the board does not touch the env under it; the process's end frees it."""
+        if self.reset_hook is not None and not self.reset_hook.wait(RESET_HOOK_CLOSE_S):
+            log.warning("a reset hook still runs: env.close() not called")
+            return
+        self.env.close()
+
     # --- status -----------------------------------------------------------------------
+
+    def _say(self, status: ActorStatus) -> None:
+        """One log line per change of what this board does (its terminal, for ``edge-rl
+        actor``): the run's state as it sees it, and the policy it serves. A board out of
+        credit for a moment says ``paused`` in its status but still runs: no line."""
+        said = (self.rc.state, status.policy_version if status.state == "serving" else 0)
+        if said == self._said:
+            return
+        self._said = said
+        o = self.opts
+        lines = {
+            "waiting": f"waiting for run {o.run!r} on {o.broker}: no learner has started it",
+            "running": f"running: training for run {o.run!r} (start {self.rc.run_id})",
+            "paused": f"paused: run {o.run!r}'s learner is away; holding policy "
+            f"v{status.policy_version}",
+            "serving": f"serving policy v{status.policy_version} of run {o.run!r}"
+            if status.policy_version
+            else f"serving: run {o.run!r} is done; no policy held yet",
+            "stopped": f"stopped: run {o.run!r} ended; waiting for its next start",
+            "refused": "refused: another live board has this id",
+        }
+        log.info("%s: %s", o.actor_id, lines.get(self.rc.state, self.rc.state))
 
     def _status(self, state: ActorState) -> ActorStatus:
         return ActorStatus(
@@ -510,6 +807,15 @@ class ActorNode:
             policy_digest=self.slot.digest,
             served_episodes=self.served.episodes if state == "serving" else 0,
             policies_failed=self.slot.failed,
+            interventions=self.teleop.interventions if self.teleop else 0,
+            safety={k: n for k, n in self.shield.counts.items() if n},
+            safe_reason=self.safe_reason if state == "safe" else "",
+            control_periods=self.rate.periods if self.rate else 0,
+            deadline_misses=self.rate.misses if self.rate else 0,
+            jitter_p50_ms=self.rate.jitter_ms(50) if self.rate else 0.0,
+            jitter_p99_ms=self.rate.jitter_ms(99) if self.rate else 0.0,
+            episodes_succeeded=self.rules.succeeded,
+            episodes_failed=self.rules.failed,
         )
 
     def _recent_return(self, state: ActorState) -> float | None:
@@ -532,6 +838,7 @@ class ActorNode:
 
     def _publish_status(self, state: ActorState, wait: float = 0.0) -> None:
         status = self._status(state)
+        self._say(status)
         # A new policy is reported at once, not at the next period: the learner sees
         # its fan-out finish (benchmarks/control_plane.py) within a stint.
         self._reported_version = status.policy_version

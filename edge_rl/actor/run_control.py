@@ -80,6 +80,8 @@ class RunControl:
             else:
                 if msg.state == "paused" and self.state != "paused":
                     self.credit = 0  # the learner that comes back grants anew
+                    if msg.reason:  # e.g. this board's quarantine, and how it is lifted
+                        log.warning("the learner pauses this board: %s", msg.reason)
                 self._state_changed |= msg.state != self.state
                 self.state = msg.state
                 self.status_interval_s = msg.status_interval_s

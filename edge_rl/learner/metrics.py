@@ -1,6 +1,6 @@
 """The learner's once-a-second row: metrics.csv, TensorBoard and the live view.
 
-    meter = Meter(ingest, trainer, broadcast, fleet, inbox, view)
+    meter = Meter(ingest, trainer, broadcast, fleet, inbox, view, selection.last_score)
     meter.start()              # the run's clock (summary.json's wall_s) starts here
     meter.tick(metrics_log)    # at most once a second unless forced
     meter.elapsed()            # the run's wall time, a resumed run's earlier starts included
@@ -12,6 +12,7 @@ meter's checkpointed state (``state``/``load_state``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from edge_rl.learner.fleet.control import FleetControl
@@ -21,7 +22,7 @@ from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.trainer import Trainer
 from edge_rl.telemetry.logs import MetricsLog
 from edge_rl.telemetry.progress import LiveView
-from edge_rl.types import PartState
+from edge_rl.types import ActorStatus, PartState
 
 METRICS = [
     "wall_s",
@@ -39,11 +40,22 @@ METRICS = [
     "ingest_queue_dropped",
     "fleet_state",
     "quarantined",
+    "exports_failed",
     "compression",
     "policy_bytes",
+    "intervention_rate",
     "epsilon",
     "sigma",
 ]
+
+
+def intervention_rate(actors: Iterable[ActorStatus]) -> float:
+    """The share of the fleet's env steps an intervention acted, by the boards' statuses."""
+    steps = interventions = 0
+    for a in actors:
+        steps += a.env_steps
+        interventions += min(a.interventions, a.env_steps)
+    return round(interventions / steps, 4) if steps else 0.0
 
 
 class Meter:
@@ -55,14 +67,18 @@ class Meter:
         fleet: FleetControl,
         inbox: Inbox,
         view: LiveView | None = None,
+        greedy: Callable[[], tuple[int, float] | None] = lambda: None,
+        exports_failed: Callable[[], int] = lambda: 0,  # the packager's and broadcast's
     ) -> None:
         self.ingest = ingest
+        self.exports_failed = exports_failed
         self.trainer = trainer
         self.algo = trainer.algo
         self.broadcast = broadcast
         self.fleet = fleet
         self.inbox = inbox
         self.view = view
+        self.greedy = greedy  # the newest policy's greedy score (ModelSelection.last_score)
         self._t0 = time.monotonic()
         self._rate = (self._t0, 0)  # (time, updates) at the last tick
         self._next_tick = 0.0
@@ -85,7 +101,7 @@ class Meter:
         row = self.row(now, (self.algo.updates - u_prev) / max(now - t_prev, 1e-9))
         log.write(row, step=row["env_steps"])
         if self.view is not None:
-            self.view.update(row, self.fleet.actors())
+            self.view.update(row, self.fleet.actors(), self.greedy())
 
     def row(self, now: float, updates_per_s: float) -> dict[str, Any]:
         s = self.ingest.stats()
@@ -107,8 +123,10 @@ class Meter:
             "ingest_queue_dropped": self.inbox.dropped,
             "fleet_state": self.fleet.state,
             "quarantined": len(self.ingest.watch.quarantined()) if self.ingest.watch else 0,
+            "exports_failed": self.exports_failed(),
             "compression": self.algo.compression(),
             "policy_bytes": len(current.payload) if current else 0,
+            "intervention_rate": intervention_rate(self.fleet.actors().values()),
             **self.algo.exploration(s.transitions),
         }
 

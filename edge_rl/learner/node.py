@@ -5,8 +5,9 @@
 
 The run ends with its fleet serving the result: the deployed (best) policy stays retained
 and signed on the policy topic (and in RUN_DIR/policy.bundle), and the control says
-``serving``. A stop request (SIGTERM, Ctrl-C) or a learner that vanishes (its last will)
-leaves the run ``paused``: the boards hold their policy and wait for ``--resume``.
+``serving`` (from then on the learner's last will says ``serving`` too). A stop request
+(SIGTERM, Ctrl-C) or a learner that vanishes before that (its last will) leaves the run
+``paused``: the boards hold their policy and wait for ``--resume``.
 
 threads:  transport --(Inbox: bounded queue)--> ingest: decode, validate, dedup, replay.add
           main: update at the replay ratio; every K updates an export (exporter.py);
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,12 @@ from edge_rl.config import RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.export.worker import default_worker
 from edge_rl.learner.checkpoint import header_for
+from edge_rl.learner.datasets import load_demos
+from edge_rl.learner.demos import BatchMixer
 from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, saved_run_id
 from edge_rl.learner.fleet.control import FleetControl, control_will
 from edge_rl.learner.fleet.credit import Grants
+from edge_rl.learner.fleet.figures import status_limits
 from edge_rl.learner.fleet.join import JoinDesk
 from edge_rl.learner.fleet.quarantine import BoardWatch
 from edge_rl.learner.inbox import Inbox
@@ -56,7 +60,7 @@ from edge_rl.telemetry import breakdown
 from edge_rl.telemetry.carbon import HostCarbon
 from edge_rl.telemetry.logs import MetricsLog
 from edge_rl.telemetry.progress import LiveView
-from edge_rl.transport.base import Connect
+from edge_rl.transport.base import Connect, unreachable
 from edge_rl.types import Saveable
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import SYS_DROPPED, Topics
@@ -81,6 +85,7 @@ def ingest_for(
     latest_version: Callable[[], int],
     run_id: str,
     grants: Grants,
+    demos: BatchMixer | None = None,
 ) -> Ingest:
     """The learner's ingest: limits from the run config, data bounded by ``grants``,
     plausibility from the env (``bounds_for_env`` may step it: a warm-up)."""
@@ -100,6 +105,7 @@ def ingest_for(
         bounds=bounds_for_env(cfg.env_id, cfg.ingest, cfg.seed, cfg.max_abs_reward),
         watch=BoardWatch(cfg.quarantine, cfg.fleet.max_actors),
         evict=cfg.quarantine.evict,
+        demos=demos,
     )
 
 
@@ -116,6 +122,8 @@ class LearnerNode:
         run_id: str | None = None,  # this start of the run (protocol §5); default: a new one
         stop: StopRequest | None = None,
         resume: bool = False,
+        keep_quarantine: bool = False,
+        release: Collection[str] = (),
     ) -> None:
         """``signer``: the policy signing key (default: the run's, RunDir.signing_key_for,
         made if missing). ``stop``: set by a signal, ends the run early; ``resume``: from
@@ -124,6 +132,10 @@ class LearnerNode:
         self.run_dir = run_dir = RunDir(run_dir)
         self.stop = stop or StopRequest()
         self.resume = resume
+        # A quarantine is for its run start: a resumed run lifts each one unless the
+        # operator keeps them (and then lifts only ``release``).
+        self.keep_quarantine = keep_quarantine
+        self.release = tuple(release)
         self.run_id = run_id or (resume and saved_run_id(run_dir)) or secrets.token_hex(8)
         run_dir.mkdir()
         self.signer = signer or Signer.load_or_create(run_dir.signing_key_for(cfg.signing_key))
@@ -148,6 +160,11 @@ class LearnerNode:
         publish = self.transport.publish
         # actors -> transitions -> inbox -> ingest -> replay
         self.replay = ReplayBuffer(self.spec, cfg.replay_capacity, seed=cfg.seed)
+        # interventions -> demonstrations; a batch draws from both (demos.py)
+        demos = ReplayBuffer(self.spec, cfg.replay.demo_capacity, seed=cfg.seed + 1)
+        self.mixer = BatchMixer(self.replay, demos, cfg.replay.online_ratio, seed=cfg.seed + 2)
+        if cfg.demos and not resume:  # a resumed run has them in its checkpoint
+            load_demos(cfg.demos, cfg.env_id, demos)
         rid, latest = self.run_id, lambda: self.broadcast.version
         # What fleet control granted, as published: the bound on each actor's data and claims
         # (kept in run_dir, so that a resumed learner is bound by it too).
@@ -155,14 +172,14 @@ class LearnerNode:
         self.grants = Grants(run_dir.grants, rid, reserve)
         if resume:
             self.grants.load()
-        self.ingest = ingest_for(cfg, self.spec, self.replay, latest, rid, self.grants)
+        self.ingest = ingest_for(cfg, self.spec, self.replay, latest, rid, self.grants, self.mixer)
         ingest_lost = self.ingest.lost  # what the learner itself lost: written off at once
         # Credit stops the fleet at the budget: no step is granted past it.
         self.inbox = Inbox(self.ingest, cfg.transport.ingest_queue, self.clocks["ingest"])
         # replay -> updates -> export -> policy topic -> actors
         self.algo = algo_for_run(cfg, self.spec)
         paid = cfg.updates_paid_by  # the updates a count of received transitions pays for
-        self.trainer = Trainer(self.algo, self.replay, paid, lambda: self.env_steps, self.clocks)
+        self.trainer = Trainer(self.algo, self.mixer, paid, lambda: self.env_steps, self.clocks)
         self.packager = PolicyPackager(
             cfg.export,
             Stamp(cfg.algo, cfg.env_id, cfg.run, rid),
@@ -172,6 +189,7 @@ class LearnerNode:
             self.signer,
             seed=cfg.seed,
             max_packet_bytes=cfg.transport.max_packet_bytes,
+            bounds=self.ingest.validate.bounds,
         )
         self.packager.prepare(self.algo.policy_network)  # its template, while we set up
         self.broadcast = PolicyBroadcast(topics, publish, self.packager, cfg.transport)
@@ -207,10 +225,21 @@ class LearnerNode:
             self.ingest.accounting.session_of,
             self.ingest.watch.is_quarantined if self.ingest.watch else lambda _a: False,
             connected=lambda: self.transport.connected,
+            limits=status_limits(cfg.env_id, self.ingest.validate.bounds),
+            quarantine_reason=self.ingest.watch.reason if self.ingest.watch else lambda _a: "",
         )
         # boards that (re)connect anywhere: their control, policy and grant, on their topics
         self.join = JoinDesk(topics, self.fleet, self.broadcast.send_to, cfg.fleet.max_actors)
-        self.meter = Meter(self.ingest, self.trainer, self.broadcast, self.fleet, self.inbox, view)
+        self.meter = Meter(
+            self.ingest,
+            self.trainer,
+            self.broadcast,
+            self.fleet,
+            self.inbox,
+            view,
+            self.selection.last_score,
+            exports_failed=lambda: self.packager.failed + self.broadcast.refused,
+        )
         self._fleet_alive = fleet_alive or (lambda: True)
         self.broker_dropped = 0  # $SYS counter of the whole broker, when it publishes one
         self.durable = Durable(  # checkpoints: schedule, save, restore (durable.py)
@@ -233,6 +262,7 @@ class LearnerNode:
             "exporter": self.exporter,
             "algo": self.algo,
             "replay": self.replay,
+            "demos": self.mixer,
             "ingest": ingest,
             "broadcast": self.broadcast,
             "selection": self.selection,
@@ -278,11 +308,13 @@ class LearnerNode:
         self.algo.compile()  # trace before any data flows: tracing holds the GIL for seconds
         if self.resume:  # before the transport: versions, counters and replay go on
             self.durable.restore()
+            if self.ingest.watch is not None:
+                self.ingest.watch.release(self.release if self.keep_quarantine else None)
         self.packager.wait_ready(timeout=120)  # the export worker, started in the background
         self.transport.start()
         if not self.transport.wait_connected(15):
             self.transport.stop()
-            raise ConnectionError(f"cannot reach the MQTT broker at {self.transport.url}")
+            raise unreachable(self.transport)
         if not self.resume:  # an earlier run's retained policy is no one's to load
             self.broadcast.clear()  # (resumed: its own, republished on connect)
         self.broadcast.continue_after_manifest()
@@ -337,6 +369,11 @@ class LearnerNode:
         self.exporter.deploy_best()  # published, signed and retained: what the fleet serves
         self.meter.tick(metrics, force=True)
         self.durable.save(finished=True)
+        # The run is final from here: the last will becomes ``serving`` (a clean reconnect),
+        # so that a close that is not clean later (a crash while the policy is evaluated, a
+        # reset socket) republishes it rather than leaving the boards paused.
+        if not self.transport.replace_will(*self.fleet.will_for("serving")):
+            log.warning("the learner did not reconnect with its final last will")
         self.fleet.send("serving")  # after the save: a finished run is never resumed
         self.fleet.wait_for_state("serving")  # bounded: a few of the stated status intervals
 
@@ -373,5 +410,6 @@ class LearnerNode:
             interrupted=self.stop.is_set(),
             quarantine=self.ingest.watch.stats() if self.ingest.watch else None,
             replay_rows=self.replay.rows_by_source(),
+            demos=self.mixer.stats(),
             join=self.join.stats(),
         )

@@ -18,11 +18,13 @@ from typing import Any
 from edge_rl.agents.algo import AlgoStats
 from edge_rl.boards import BoardConfig, Power, board_file, load_board
 from edge_rl.config import RunConfig
+from edge_rl.learner.demos import DemoStats
 from edge_rl.learner.durable import DurableStats
 from edge_rl.learner.fleet.control import FleetStats
 from edge_rl.learner.fleet.join import JoinStats
 from edge_rl.learner.fleet.quarantine import QuarantineStats
 from edge_rl.learner.ingest.accounting import IngestStats
+from edge_rl.learner.metrics import intervention_rate
 from edge_rl.learner.outbound.broadcast import BroadcastStats
 from edge_rl.learner.outbound.exporter import ExporterStats
 from edge_rl.learner.outbound.packager import PackagerStats
@@ -64,6 +66,7 @@ class RunRecord:
     quarantine: QuarantineStats | None = None  # per-board figures and who was isolated
     replay_rows: Mapping[str, int] = field(default_factory=dict)  # each board's rows in replay
     join: JoinStats = JoinStats(0, 0, 0, 0)  # boards' hellos and the learner's own (join.py)
+    demos: DemoStats = DemoStats(0, 0, 0, 1.0)  # the demonstration buffer (demos.py)
 
 
 def write_summary(run_dir: RunDir, r: RunRecord) -> dict[str, Any]:
@@ -108,6 +111,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "parity": p.parity if p else None,
         "last_export_seconds": round(p.export_seconds, 3) if p else None,
         "exports_failed": r.packager.failed + b.refused,
+        "exports_failed_suspects": dict(r.packager.suspects),
         "exports_deferred": r.exporter.deferred,
         "transitions_received": s.transitions,
         "transitions_rejected": s.rejected_transitions,
@@ -118,6 +122,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "transitions_over_budget": s.over_budget,
         "credit_written_off": f.credit_written_off,
         "credit_reclaimed": f.credit_reclaimed,
+        "credit_withheld": f.credit_withheld,
         "grants_unsent": f.grants_unsent,
         "control_unsent": f.control_unsent,
         "ingest_queue_dropped": r.inbox.dropped,
@@ -126,12 +131,15 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "status_rejected": f.status_rejected,
         "status_other_run": f.status_other_run,
         "status_over_credit": f.status_over_credit,
+        "status_clamped": f.status_clamped,
         "actor_sessions_refused": f.actor_sessions_refused,
         "hellos_answered": r.join.hellos,
         "hellos_throttled": r.join.hellos_throttled,
         "hellos_rejected": r.join.hellos_rejected,
         "learner_hellos": r.join.learner_hellos,
         **quarantine_summary(r),
+        "demonstrations": asdict(r.demos),
+        "intervention_rate": intervention_rate(f.actors.values()),  # the fleet's, by status
         "actors": {
             a.actor_id: {
                 "state": a.state,
@@ -145,6 +153,23 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
                 "control_rejected": a.control_rejected,
                 "transitions_oversize": a.transitions_oversize,
                 "transitions_dropped": a.transitions_dropped,
+                # steps an intervention acted (its teleop:), and their share of its steps
+                "interventions": a.interventions,
+                "intervention_rate": round(a.interventions / a.env_steps, 4)
+                if a.env_steps
+                else 0.0,
+                # the board's safety shield: actions changed and safe actions, by reason
+                "safety": dict(a.safety),
+                "safe_reason": a.safe_reason,
+                # a board with a control_hz: its steps at a deadline, misses and jitter
+                "control_periods": a.control_periods,
+                "deadline_misses": a.deadline_misses,
+                "jitter_p50_ms": a.jitter_p50_ms,
+                "jitter_p99_ms": a.jitter_p99_ms,
+                # a board file's success_key / failure_key: the episodes each ended
+                "episodes": a.episodes,
+                "episodes_succeeded": a.episodes_succeeded,
+                "episodes_failed": a.episodes_failed,
             }
             for a in f.actors.values()
         },
@@ -159,8 +184,13 @@ def quarantine_summary(r: RunRecord) -> dict[str, Any]:
     q = r.quarantine
     if q is None:
         return {"quarantined": {}, "boards": {}}
+    actors = r.fleet.actors
     boards = {
-        a: {**asdict(f), "replay_rows": r.replay_rows.get(a, 0)}
+        a: {
+            **asdict(f),
+            "replay_rows": r.replay_rows.get(a, 0),
+            "safety": dict(actors[a].safety) if a in actors else {},
+        }
         for a, f in sorted(q.boards.items())
     }
     return {

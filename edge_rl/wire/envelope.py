@@ -1,4 +1,4 @@
-"""Protocol v4 envelope: the framing every payload shares (docs/protocol.md), and the one
+"""Protocol v5 envelope: the framing every payload shares (docs/protocol.md), and the one
 error type.
 
     offset  size  field
@@ -25,7 +25,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 4  # 2: signed bundles; 3: run ids, credit per actor; 4: serving (§8)
+# 2: signed bundles; 3: run ids, credit per actor; 4: serving; 5: safety, interventions (§8)
+SCHEMA_VERSION = 5
 MAGIC_POLICY, MAGIC_TRANSITIONS = b"ERLP", b"ERLT"
 MAGIC_STATUS, MAGIC_CONTROL, MAGIC_CREDIT = b"ERLS", b"ERLC", b"ERLG"
 MAGIC_TARGET = b"ERLD"  # a board's deployment target (messages.encode_target)

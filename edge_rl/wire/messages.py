@@ -1,4 +1,4 @@
-"""Protocol v4 status, control and credit payloads (docs/protocol.md §5): small JSON
+"""Protocol v5 status, control and credit payloads (docs/protocol.md §5): small JSON
 headers with an empty body.
 """
 
@@ -11,6 +11,8 @@ from typing import Any
 
 from edge_rl.types import (
     BREAKDOWN_KEYS,
+    SAFE_REASONS,
+    SAFETY_KEYS,
     ActorState,
     ActorStatus,
     ControlMessage,
@@ -39,7 +41,7 @@ def encode_status(status: ActorStatus) -> bytes:
 
 
 def _known(cls: type, header: dict[str, Any]) -> dict[str, Any]:
-    """Drop fields this build does not know: a newer peer may add fields within v4."""
+    """Drop fields this build does not know: a newer peer may add fields within v5."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in header.items() if k in names}
 
@@ -60,7 +62,12 @@ _STATUS_COUNTS = (  # integers in [0, 2^53)
     "transitions_dropped",
     "session",
     "served_episodes",
+    "interventions",
     "policies_failed",
+    "control_periods",
+    "deadline_misses",
+    "episodes_succeeded",
+    "episodes_failed",
 )
 
 
@@ -82,6 +89,10 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
     fields = _known(ActorStatus, header)
     if "breakdown" in fields:  # optional (§5.1): an actor may leave it out
         fields["breakdown"] = _breakdown(fields["breakdown"])
+    if "safety" in fields:  # optional (§5.6)
+        fields["safety"] = _safety(fields["safety"])
+    if fields.get("safe_reason", "") not in ("", *SAFE_REASONS):
+        raise CodecError("bad_header", f"status safe_reason {fields.get('safe_reason')!r}")
     if fields.get("state") not in _ACTOR_STATES:
         raise CodecError("bad_header", f"status state {fields.get('state')!r}")
     _check_status_texts(fields)
@@ -89,7 +100,7 @@ def decode_status(data: bytes, max_bytes: int = 64 * 1024) -> ActorStatus:
         v = fields.get(k, 0)
         if type(v) is not int or not 0 <= v < 2**53:
             raise CodecError("bad_header", f"status {k!r}: {v!r} is not a count")
-    for k in ("env_steps_per_s", "time_unix", "recent_return"):
+    for k in ("env_steps_per_s", "time_unix", "recent_return", "jitter_p50_ms", "jitter_p99_ms"):
         v = fields.get(k, 0.0)
         if v is None and k == "recent_return":
             continue
@@ -123,6 +134,19 @@ def _breakdown(d: Any) -> dict[str, float]:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
             raise CodecError("bad_header", f"status breakdown {k!r}: {v!r} is not seconds >= 0")
     return {k: float(v) for k, v in d.items()}
+
+
+def _safety(d: Any) -> dict[str, int]:
+    """The shield's counts (§5.6): known reasons, each a count."""
+    if not isinstance(d, dict):
+        raise CodecError("bad_header", "status safety must be an object")
+    unknown = set(d) - SAFETY_KEYS
+    if unknown:
+        raise CodecError("bad_header", f"status safety: unknown keys {sorted(unknown)}")
+    for k, v in d.items():
+        if not _count(v):
+            raise CodecError("bad_header", f"status safety {k!r}: {v!r} is not a count")
+    return dict(d)
 
 
 def run_id_field(header: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""Protocol v4 policy bundle (``ERLP``): the manifest as the envelope's header, the packed
+"""Protocol v5 policy bundle (``ERLP``): the manifest as the envelope's header, the packed
 model as its body, signed (docs/protocol.md §4). The "blocks" model codec is in ``blocks``.
 """
 

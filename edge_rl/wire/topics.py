@@ -1,4 +1,4 @@
-"""Every MQTT topic string of protocol v4, in one place (see docs/protocol.md §2)."""
+"""Every MQTT topic string of protocol v5, in one place (see docs/protocol.md §2)."""
 
 from __future__ import annotations
 

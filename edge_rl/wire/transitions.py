@@ -1,4 +1,4 @@
-"""Protocol v4 transition batches (``ERLT``, docs/protocol.md §3.1): a ``TransitionBatch``
+"""Protocol v5 transition batches (``ERLT``, docs/protocol.md §3.1): a ``TransitionBatch``
 to bytes and back, checked against the run's ``EnvSpec`` on the way in.
 
 The envelope, and ``CodecError``, are in ``envelope``; status, control and credit payloads
@@ -7,6 +7,7 @@ in ``messages``; the signed policy bundle in ``policy``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -32,6 +33,7 @@ _ARRAY_DTYPES = {
     "next_obs": (_F32,),
     "terminated": (_U8,),
     "truncated": (_U8,),
+    "intervention": (_U8,),
 }
 
 
@@ -64,7 +66,7 @@ def peek_batch(data: bytes) -> tuple[str, int, int] | None:
 def encode_transitions(batch: TransitionBatch, describe: bool = False) -> bytes:
     """The batch as sent. The body's layout is the canonical one for the batch's shapes
     (§3.1), which the learner derives from its env spec; ``describe`` also lists it in the
-    header's ``arrays`` (about 260 bytes more per message for CartPole)."""
+    header's ``arrays`` (about 310 bytes more per message for CartPole)."""
     arrays = {
         "obs": np.ascontiguousarray(batch.obs, _F32),
         "action": np.ascontiguousarray(
@@ -74,6 +76,7 @@ def encode_transitions(batch: TransitionBatch, describe: bool = False) -> bytes:
         "next_obs": np.ascontiguousarray(batch.next_obs, _F32),
         "terminated": np.ascontiguousarray(batch.terminated, _U8),
         "truncated": np.ascontiguousarray(batch.truncated, _U8),
+        "intervention": np.ascontiguousarray(batch.interventions, _U8),
     }
     header = {
         "actor_id": batch.actor_id,
@@ -116,6 +119,7 @@ def canonical_layout(spec: EnvSpec, n: int) -> list[dict[str, object]]:
         {"name": "next_obs", "dtype": _F32, "shape": [n, *spec.obs_shape]},
         {"name": "terminated", "dtype": _U8, "shape": [n]},
         {"name": "truncated", "dtype": _U8, "shape": [n]},
+        {"name": "intervention", "dtype": _U8, "shape": [n]},
     ]
 
 
@@ -143,9 +147,13 @@ def decode_transitions(
         terminated=arrays["terminated"].astype(bool),
         truncated=arrays["truncated"].astype(bool),
         run_id=run_id,
+        intervention=arrays["intervention"].astype(bool),
     )
     if spec is not None:
-        validate_batch(batch, spec, raw_flags=(arrays["terminated"], arrays["truncated"]))
+        flags = (arrays["terminated"], arrays["truncated"], arrays["intervention"])
+        validate_batch(batch, spec, raw_flags=flags)
+    if not batch.intervention.any():  # checked: None says no row was an intervention's
+        batch = dataclasses.replace(batch, intervention=None)
     return batch
 
 
@@ -222,13 +230,16 @@ def _check_shapes(batch: TransitionBatch, spec: EnvSpec) -> None:
     for name in ("reward", "terminated", "truncated"):
         if getattr(batch, name).shape != (n,):
             raise CodecError("shape", f"{name} shape {getattr(batch, name).shape}, expected ({n},)")
+    if batch.intervention is not None and np.shape(batch.intervention) != (n,):
+        shape = np.shape(batch.intervention)
+        raise CodecError("shape", f"intervention shape {shape}, expected ({n},)")
 
 
 def _check_values(batch: TransitionBatch, spec: EnvSpec, raw_flags: tuple[np.ndarray, ...]) -> None:
     """Flags 0 or 1, every float finite, every action inside the action space."""
     for flags in raw_flags:
         if flags.size and flags.max() > 1:
-            raise CodecError("bad_array", "terminated/truncated must be 0 or 1")
+            raise CodecError("bad_array", "terminated/truncated/intervention must be 0 or 1")
     for name in ("obs", "next_obs", "reward") + (() if spec.discrete else ("action",)):
         if not np.all(np.isfinite(getattr(batch, name))):
             raise CodecError("non_finite", f"{name} holds NaN or inf")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -15,8 +15,10 @@ from tests.harness.cartpole_policies import cartpole_manifest
 
 @dataclass(frozen=True)
 class Seeds:
-    """Real payloads: transition batches from gymnasium rollouts, signed policy bundles
-    around a real int8 export (zlib and blocks coded), a status and a control message."""
+    """Real payloads: transition batches from gymnasium rollouts (some rows an
+    intervention's), signed policy bundles around a real int8 export (zlib and blocks
+    coded), statuses with v5's safety figures (one of a board in its safe state), a control
+    message and a credit grant."""
 
     cartpole: bytes  # with the header's optional "arrays" (what array mutations edit)
     pendulum: bytes
@@ -28,6 +30,7 @@ class Seeds:
     policy_zlib: bytes
     policy_blocks: bytes
     status: bytes
+    status_safe: bytes  # state "safe", with a safe_reason
     control: bytes
     credit: bytes
     signer: object
@@ -49,7 +52,7 @@ def _rollout(env_id: str, steps: int, actor_id: str):
     for _ in range(steps):
         action = env.action_space.sample()
         next_obs, reward, term, trunc, _ = env.step(action)
-        rows.append((obs, action, reward, next_obs, term, trunc))
+        rows.append((obs, action, reward, next_obs, term, trunc, len(rows) % 7 == 3))
         obs = env.reset()[0] if term or trunc else next_obs
     env.close()
     cols = list(zip(*rows, strict=True))
@@ -65,6 +68,7 @@ def _rollout(env_id: str, steps: int, actor_id: str):
         terminated=np.asarray(cols[4], bool),
         truncated=np.asarray(cols[5], bool),
         run_id=RUN_ID,
+        intervention=np.asarray(cols[6], bool),  # v5 (§3.1): a teleop took some steps
     )
     return spec, batch
 
@@ -161,6 +165,15 @@ def seeds() -> Seeds:
         },
         run_id=RUN_ID,
         session=4_503_599_627_370_495,
+        interventions=120,
+        safety={"clipped": 14, "rate_limited": 3, "learner_silent": 40},
+        control_periods=2300,
+        deadline_misses=31,
+        jitter_p50_ms=0.42,
+        jitter_p99_ms=3.5,
+    )
+    status_safe = replace(
+        status, state="safe", safe_reason="estop", safety={"estop": 12, "nonfinite": 1}
     )
     control = ControlMessage("running", run_id=RUN_ID, reason="credit")
     credit = CreditGrant(RUN_ID, session=4_503_599_627_370_495, credit=2331, refused=(17, 99))
@@ -175,6 +188,7 @@ def seeds() -> Seeds:
         policy_zlib=bundle(zlib_model, "zlib"),
         policy_blocks=bundle(blocks, "blocks"),
         status=encode_status(status),
+        status_safe=encode_status(status_safe),
         control=encode_control(control),
         credit=encode_credit(credit),
         signer=signer,

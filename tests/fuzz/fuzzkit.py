@@ -37,8 +37,17 @@ SLOT_REASONS = CODEC_REASONS | frozenset(
     "wrong_run stale_version model_shape spec_mismatch bad_hash load_failed".split()
 )
 PREFIX = struct.Struct("<4sHI")
+VERSION = 5  # §3 and §8: the schema version every payload carries (not the decoder's constant)
 RUN_ID = "5f0c2a9e71b3d846"  # the run start every seed belongs to
 MAGICS = (b"ERLP", b"ERLT", b"ERLS", b"ERLC", b"ERLB", b"XXXX", b"\0\0\0\0")
+
+# §5's status states (v5 added safe and resetting) and §5.6's safety keys: the shield's
+# counts, then the watchdogs' reasons (which are also what safe_reason may say).
+STATES = ("starting", "running", "paused", "serving", "stopped", "safe", "resetting", "offline")
+SHIELD_KEYS = ("nonfinite", "clipped", "rate_limited")
+SAFE_REASONS = ("estop", "broker_lost", "learner_silent", "no_policy", "inference_late")
+# Words a mutation may write as a key or a string, so that it lands on one a decoder knows.
+WORDS = (*STATES, *SHIELD_KEYS, *SAFE_REASONS, "safety", "safe_reason", "intervention")
 
 # --- byte-level mutations --------------------------------------------------------------
 
@@ -82,7 +91,8 @@ def byte_mutation(draw, seeds: list[bytes], max_bytes: int) -> bytes:
         elif op == "magic" and n >= 4:
             data[0:4] = draw(st.sampled_from(MAGICS))
         elif op == "version" and n >= 6:
-            data[4:6] = struct.pack("<H", draw(st.sampled_from([0, 1, 3, 255, 65535])))
+            versions = [0, 1, VERSION - 1, VERSION + 1, 255, 65535]  # v4 and v6 peers' too
+            data[4:6] = struct.pack("<H", draw(st.sampled_from(versions)))
         elif op == "grow":  # past the size limit: must be too_large, never parsed
             data += bytes(max_bytes + 1 - n) if n <= max_bytes else b"\0"
     return bytes(data)
@@ -118,13 +128,13 @@ json_scalars = (
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12)
+    | st.sampled_from(WORDS)
     | st.sampled_from([_RAW % i for i in range(len(RAW_LITERALS))])
 )
+json_keys = st.text(max_size=8) | st.sampled_from(WORDS)
 json_values = st.recursive(
     json_scalars,
-    lambda kids: (
-        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
-    ),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(json_keys, kids, max_size=4),
     max_leaves=8,
 )
 
@@ -142,7 +152,7 @@ def split(data: bytes) -> tuple[bytes, dict, bytes]:
     return magic, json.loads(data[10 : 10 + hlen]), data[10 + hlen :]
 
 
-def frame(magic: bytes, header_text: bytes, rest: bytes = b"", version: int = 4) -> bytes:
+def frame(magic: bytes, header_text: bytes, rest: bytes = b"", version: int = VERSION) -> bytes:
     return PREFIX.pack(magic, version, len(header_text)) + header_text + rest
 
 
@@ -158,7 +168,7 @@ def mutate_json(draw, value: Any, depth: int = 0) -> Any:
         elif op == "delete":
             del out[key]
         else:
-            out[draw(st.text(max_size=8))] = draw(json_values)
+            out[draw(json_keys)] = draw(json_values)
         return out
     if isinstance(value, list) and value and draw(st.integers(0, 3)) and depth < 6:
         i = draw(st.integers(0, len(value) - 1))
@@ -191,13 +201,13 @@ def _no_constant(name: str) -> Any:
 
 
 def prefix_violation(data: bytes, magic: bytes, max_bytes: int) -> str | None:
-    """§3's prefix: size, magic, version 4, a header length that fits."""
+    """§3's prefix: size, magic, version 5, a header length that fits."""
     if len(data) > max_bytes:
         return "too large"
     if len(data) < 10:
         return "shorter than the prefix"
     got, version, hlen = PREFIX.unpack_from(data)
-    if got != magic or version != 4:
+    if got != magic or version != VERSION:
         return f"magic {got!r} version {version}"
     if hlen > 65536 or 10 + hlen > len(data):
         return "header length"
@@ -261,6 +271,7 @@ def _transition_layout(spec, n: int) -> dict[str, tuple[str, tuple[int, ...]]]:
         "next_obs": ("<f4", (n, *spec.obs_shape)),
         "terminated": ("|u1", (n,)),
         "truncated": ("|u1", (n,)),
+        "intervention": ("|u1", (n,)),
     }
 
 
@@ -292,7 +303,7 @@ def _transition_arrays(data: bytes, arrays: list[dict], want: dict) -> tuple[dic
 
 def _transition_values_violation(values: dict, spec, n: int) -> str | None:
     """§3.1's values: flags 0/1, finite floats, actions inside the env's action space."""
-    if any(values[k].max() > 1 for k in ("terminated", "truncated")):
+    if any(values[k].max() > 1 for k in ("terminated", "truncated", "intervention")):
         return "flag > 1"
     floats = ["obs", "next_obs", "reward"] + ([] if spec.discrete else ["action"])
     if not all(np.isfinite(values[k]).all() for k in floats):
@@ -309,24 +320,31 @@ def _transition_values_violation(values: dict, spec, n: int) -> str | None:
     return None
 
 
-def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
+def read_transitions(data: bytes, spec, max_bytes: int) -> tuple[dict, str | None]:
+    """The batch as §3.1 reads it: ``(name -> array, None)`` for a valid one, else
+    ``({}, what is wrong)``."""
     header, why = strict_header(data, b"ERLT", max_bytes)
     if header is None:
-        return why
+        return {}, why
     why = _transition_fields_violation(header)
     if why:
-        return why
+        return {}, why
     n = header["n"]
     want = _transition_layout(spec, n)
     # Left out, the arrays are §3.1's canonical layout for the spec.
     canonical = [{"name": k, "dtype": d, "shape": list(s)} for k, (d, s) in want.items()]
     arrays = header.get("arrays", canonical)
     if not isinstance(arrays, list) or not all(isinstance(a, dict) for a in arrays):
-        return "arrays"
+        return {}, "arrays"
     if sorted(str(a.get("name")) for a in arrays) != sorted(want):
-        return "array names"
+        return {}, "array names"
     values, why = _transition_arrays(data, arrays, want)
-    return why or _transition_values_violation(values, spec, n)
+    why = why or _transition_values_violation(values, spec, n)
+    return ({}, why) if why else (values, None)
+
+
+def transition_violation(data: bytes, spec, max_bytes: int) -> str | None:
+    return read_transitions(data, spec, max_bytes)[1]
 
 
 # --- policy bundles (§4, §4.4) --------------------------------------------------------------
@@ -578,15 +596,32 @@ def sha256(data: bytes) -> str:
 
 # --- status and control (§5) ------------------------------------------------------------------
 
-STATES = ("starting", "running", "paused", "serving", "stopped", "offline")
 _COUNTERS = (
     "policy_version env_steps episodes transitions_sent batches_sent batches_dropped "
     "policies_rejected control_rejected transitions_oversize transitions_dropped session "
-    "served_episodes policies_failed".split()
+    "served_episodes policies_failed interventions control_periods deadline_misses".split()
 )
+_RATES = ("env_steps_per_s", "time_unix", "jitter_p50_ms", "jitter_p99_ms")  # numbers >= 0
 _BREAKDOWN = set(
     "env_step inference exploration publish emulation idle wall policy_receive model_load".split()
 )
+
+
+def _is_count(v: Any) -> bool:
+    """§5: a count is a JSON integer in [0, 2^53)."""
+    return is_int(v) and v < 2**53
+
+
+def _status_v5_violation(h: dict) -> str | None:
+    """§5's v5 fields and §5.6: ``safety`` maps its table's keys (any subset) to counts;
+    ``safe_reason`` is a watchdog reason or empty. Its tie to ``state`` (a reason while
+    ``safe``) is the meaning column's, not the type and range a receiver checks."""
+    safety = h.get("safety", {})
+    if not isinstance(safety, dict) or not set(safety) <= {*SHIELD_KEYS, *SAFE_REASONS}:
+        return "safety keys"
+    if not all(_is_count(v) for v in safety.values()):
+        return "safety counts"
+    return None if h.get("safe_reason", "") in ("", *SAFE_REASONS) else "safe_reason"
 
 
 def status_violation(data: bytes, max_bytes: int = 65536) -> str | None:
@@ -599,12 +634,10 @@ def status_violation(data: bytes, max_bytes: int = 65536) -> str | None:
     text = [h.get(k, "") for k in ("actor_id", "board", "runtime", "run_id")]
     if not all(isinstance(t, str) and len(t) <= 128 for t in text):
         return "board/runtime"
-    if not all(is_int(h.get(k, 0)) and h.get(k, 0) < 2**53 for k in _COUNTERS):
+    if not all(_is_count(h.get(k, 0)) for k in _COUNTERS):
         return "counter"
-    if not all(
-        is_num(h.get(k, 0.0)) and h.get(k, 0.0) >= 0 for k in ("env_steps_per_s", "time_unix")
-    ):
-        return "float field"
+    if not all(is_num(h.get(k, 0.0)) and h.get(k, 0.0) >= 0 for k in _RATES):
+        return "number field"
     if h.get("recent_return") is not None and not is_num(h["recent_return"]):
         return "recent_return"
     digest = h.get("policy_digest", "")  # §5: a SHA-256 in lowercase hex, or empty
@@ -615,13 +648,14 @@ def status_violation(data: bytes, max_bytes: int = 65536) -> str | None:
         return "breakdown keys"
     if not all(is_num(v) and v >= 0 for v in bd.values()):
         return "breakdown values"
-    return None
+    return _status_v5_violation(h)
 
 
 def control_violation(data: bytes, max_bytes: int = 65536) -> str | None:
     h, why = strict_header(data, b"ERLC", max_bytes)
     if h is None:
         return why
+    # §5's control table: v5 added no control state (safe and resetting are a board's own)
     if h.get("state") not in ("running", "paused", "serving", "stopped"):
         return "state"
     if not is_run_id(h.get("run_id")):

@@ -5,8 +5,10 @@ How each case is judged: ``fuzzkit.transition_violation`` (§3.1) and the topic 
 whether the batch is acceptable; ``handle`` must return True exactly then, ``len(replay)``
 must grow by exactly the batch's ``n`` then and not at all otherwise, every reject must be
 counted under a §7 reason, and nothing may be counted as ``internal_error`` (which would
-mean an exception escaped the decoder). A second ingest whose version source raises runs
-every payload through the ``internal_error`` path, whose count reads ``peek_count``.
+mean an exception escaped the decoder). The rows §3.1's ``intervention`` flags (v5) must go
+into the demonstration buffer too, exactly those, and none of a refused batch. A second
+ingest whose version source raises runs every payload through the ``internal_error`` path,
+whose count reads ``peek_count``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from edge_rl.learner.demos import BatchMixer
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.wire.topics import Topics
@@ -45,9 +48,16 @@ topic_choices = st.sampled_from(
 
 
 def check_ingest(topic: str, payload: bytes, spec, latest: int) -> None:
-    replay = ReplayBuffer(spec, capacity=1_000)
-    ingest = Ingest(spec, replay, TOPICS, latest_version=lambda: latest, max_payload_bytes=MAX)
-    why = fk.transition_violation(payload, spec, MAX)
+    replay, demos = ReplayBuffer(spec, capacity=1_000), ReplayBuffer(spec, capacity=1_000)
+    ingest = Ingest(
+        spec,
+        replay,
+        TOPICS,
+        latest_version=lambda: latest,
+        max_payload_bytes=MAX,
+        demos=BatchMixer(replay, demos),
+    )
+    values, why = fk.read_transitions(payload, spec, MAX)
     if why is None:
         header = fk.parse_header(payload)
         if header["actor_id"] != TOPICS.actor_of(topic):
@@ -63,12 +73,17 @@ def check_ingest(topic: str, payload: bytes, spec, latest: int) -> None:
     if why is None:
         n = fk.parse_header(payload)["n"]
         assert accepted and len(replay) == min(n, replay.capacity) and s.transitions == n
+        acted = int(values["intervention"].sum())
+        assert len(demos) == demos.interventions() == min(acted, demos.capacity)
+        if n <= replay.capacity:  # else the ring wrote over some of them
+            assert replay.interventions() == acted
         assert ingest.handle(topic, payload) is False  # QoS 1 resend
         assert ingest.stats().duplicate_batches == 1
         assert len(replay) == min(n, replay.capacity)
     else:
         assert not accepted, f"a malformed batch went into replay: {why}"
         assert len(replay) == 0 and s.transitions == 0 and s.rejected_batches == 1
+        assert len(demos) == 0
         assert s.rejected_transitions == peek_count(payload)
 
 

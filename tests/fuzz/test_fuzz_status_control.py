@@ -27,8 +27,9 @@ from tests.fuzz.budgets import BUDGETS
 MAX = 64 * 1024
 
 
-def payloads(seed: bytes) -> st.SearchStrategy[bytes]:
-    return fk.byte_mutation([seed], MAX) | fk.header_mutation([seed]) | fk.header_mutation([seed])
+def payloads(*seeds: bytes) -> st.SearchStrategy[bytes]:
+    seeds = list(seeds)
+    return fk.byte_mutation(seeds, MAX) | fk.header_mutation(seeds) | fk.header_mutation(seeds)
 
 
 def check(payload: bytes, decode, encode, violation) -> None:
@@ -48,7 +49,7 @@ def check(payload: bytes, decode, encode, violation) -> None:
 def test_fuzz_decode_status(seeds, budget):
     fk.fuzz(
         budget,
-        payloads(seeds.status),
+        payloads(seeds.status, seeds.status_safe),
         lambda p: check(p, decode_status, encode_status, fk.status_violation),
     )
 
@@ -74,6 +75,14 @@ def test_fuzz_decode_credit(seeds, budget):
 def test_the_seeds_are_valid(seeds):
     status = decode_status(seeds.status)
     assert fk.status_violation(seeds.status) is None and status.breakdown
+    assert status.safety["clipped"] == 14 and status.interventions and status.jitter_p99_ms
+    safe = decode_status(seeds.status_safe)
+    assert fk.status_violation(seeds.status_safe) is None
+    assert (safe.state, safe.safe_reason, safe.safety) == (
+        "safe",
+        "estop",
+        {"estop": 12, "nonfinite": 1},
+    )
     control = decode_control(seeds.control)
     assert fk.control_violation(seeds.control) is None and control.run_id
     credit = decode_credit(seeds.credit)

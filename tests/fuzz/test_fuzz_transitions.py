@@ -52,6 +52,9 @@ def check_transitions(payload: bytes, spec) -> None:
     )
     for name in TransitionBatch.ARRAYS:
         a, b = getattr(batch, name), getattr(again, name)
+        if a is None:  # no intervention: none after the round trip either
+            assert b is None, name
+            continue
         assert a.dtype == b.dtype and a.shape == b.shape
         assert a.tobytes() == b.tobytes()
 
@@ -66,6 +69,7 @@ def test_the_seeds_are_valid(seeds):
         assert fk.transition_violation(payload, spec, MAX) is None
         batch = decode_transitions(payload, spec)
         assert batch.terminated.any() or batch.truncated.any() or not spec.discrete
+        assert batch.intervention is not None and batch.intervention.sum() >= 2
         check_transitions(payload, spec)
 
 
@@ -88,6 +92,7 @@ def batches(draw, spec):
         "reward": ((n,), np.float32),
         "terminated": ((n,), np.bool_),
         "truncated": ((n,), np.bool_),
+        "intervention": ((n,), np.bool_),  # v5; None (no row an intervention's) below
     }
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     arrays = {}
@@ -105,6 +110,8 @@ def batches(draw, spec):
             with np.errstate(invalid="ignore", over="ignore"):
                 a.flat[draw(st.integers(0, a.size - 1))] = np.asarray(special).astype(dtype)
         arrays[name] = a
+    if draw(st.integers(0, 2)) == 0:
+        arrays["intervention"] = None
     return TransitionBatch("sim-00", 0, 0, 0, **arrays)
 
 
@@ -123,6 +130,8 @@ def record_violation(b: TransitionBatch, spec) -> str | None:
     }
     if any(getattr(b, k).shape != s for k, s in shapes.items()):
         return "shape"
+    if b.intervention is not None and b.intervention.shape != (n,):  # None: no row was
+        return "intervention shape"
     if b.obs.dtype != np.float32 or b.next_obs.dtype != np.float32:
         return "obs dtype"
     if b.action.dtype != spec.action_dtype:

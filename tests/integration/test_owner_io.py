@@ -120,8 +120,9 @@ def test_the_actor_loop_owns_its_transport(mosquitto_with, tmp_path) -> None:
 
 
 def test_the_actor_caps_its_batch_by_max_batch_bytes(mosquitto_with, tmp_path) -> None:
-    """A batch closed by count must be small enough to send: CartPole's 46-byte rows in
-    5,000 bytes (header room 1,024) are 86 rows, not the board's 256."""
+    """A batch closed by count must be small enough to send: CartPole's 47-byte rows
+    (v5: the intervention byte) in 5,000 bytes (header room 1,024) are 84 rows, not the
+    board's 256."""
     from edge_rl.actor.node import ActorNode, ActorOptions
     from edge_rl.boards import BoardConfig
     from edge_rl.wire.signing import Signer
@@ -133,6 +134,6 @@ def test_the_actor_caps_its_batch_by_max_batch_bytes(mosquitto_with, tmp_path) -
     board = BoardConfig(board="test", batch_size=256, max_batch_bytes=5_000)
     node = ActorNode(board, opts)
     try:
-        assert node.batcher.batch_size == 86
+        assert node.batcher.batch_size == 84
     finally:
         node.env.close()

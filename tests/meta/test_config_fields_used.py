@@ -38,6 +38,7 @@ FLAGS = {
     "--seed": "seed",
     "--run": "run",
     "--signing-key": "signing_key",
+    "--demos": "demos",
 }
 # Calls whose keywords are fields of the config they copy or build.
 COPIES = {"replace", "dict"}

@@ -17,7 +17,14 @@ import typing
 import pytest
 
 from edge_rl.boards import BoardConfig
-from edge_rl.types import ActorState, ActorStatus, RunState
+from edge_rl.types import (
+    SAFE_REASONS,
+    SAFETY_KEYS,
+    SHIELD_REASONS,
+    ActorState,
+    ActorStatus,
+    RunState,
+)
 from edge_rl.wire.envelope import (
     MAGIC_CONTROL,
     MAGIC_STATUS,
@@ -30,7 +37,7 @@ from tests.harness.paths import REPO
 
 DOC = (REPO / "docs" / "protocol.md").read_text()
 # Board-file keys that do not touch the wire: named in the text, not in the table.
-NOT_ON_THE_WIRE = {"emulation", "power", "auth", "actor"}
+NOT_ON_THE_WIRE = {"emulation", "power", "auth", "actor", "safety", "control_hz", "episode"}
 
 
 def _section(heading: str) -> str:
@@ -60,7 +67,7 @@ def _cells(line: str) -> list[str]:
 
 
 def _name(cell: str) -> str:
-    m = re.fullmatch(r"`([a-z_]+)`", cell)
+    m = re.fullmatch(r"`([a-z_0-9]+)`", cell)
     assert m, f"not a single `key` cell: {cell!r}"
     return m.group(1)
 
@@ -173,6 +180,14 @@ def test_each_status_field_is_required_or_has_the_documented_default(row):
         assert _same(getattr(_decode(REQUIRED_HEADER), name), actual)
 
 
+# Fields whose type is their own: values the decoder takes, and values it refuses.
+_OBJECT_FIELDS = {
+    "breakdown": ([{}, {"wall": 1.5}], [{"wall": -1}, {"nope": 1.0}, [], 1]),
+    "safety": ([{}, {"clipped": 3, "estop": 0}], [{"clipped": -1}, {"nope": 1}, {"x": 1.0}, []]),
+    "safe_reason": (["", *SAFE_REASONS], ["clipped", "unknown", 1, None]),
+}
+
+
 @pytest.mark.parametrize("row", STATUS_ROWS, ids=lambda r: r["field"].strip("`"))
 def test_each_status_field_s_type_column_is_what_the_decoder_enforces(row):
     """Values just inside and just outside what the 'type and range' column says."""
@@ -193,8 +208,8 @@ def test_each_status_field_s_type_column_is_what_the_decoder_enforces(row):
         good = re.findall(r"`([a-z]+)`", kind)
         assert set(good) == set(typing.get_args(ActorState))
         bad = ["waiting", "", None]
-    elif name == "breakdown":
-        good, bad = [{}, {"wall": 1.5}], [{"wall": -1}, {"nope": 1.0}, [], 1]
+    elif name in _OBJECT_FIELDS:
+        good, bad = _OBJECT_FIELDS[name]
     else:
         raise AssertionError(f"{name}: no check for type {kind!r}")
     for v in good:
@@ -202,6 +217,15 @@ def test_each_status_field_s_type_column_is_what_the_decoder_enforces(row):
     for v in bad:
         with pytest.raises(CodecError):
             _decode({**REQUIRED_HEADER, name: v})
+
+
+SAFETY_SECTION = _section("### 5.6 Safety: the shield, the watchdogs and the safe state")
+
+
+def test_the_safety_table_lists_every_reason_the_status_may_count():
+    rows = _table(SAFETY_SECTION, "key")
+    assert [_name(r["key"]) for r in rows] == [*SHIELD_REASONS, *SAFE_REASONS]
+    assert set(SAFETY_KEYS) == {*SHIELD_REASONS, *SAFE_REASONS}
 
 
 def test_the_which_state_table_covers_every_state():

@@ -24,6 +24,7 @@ FILE_NAMES = {
     "checkpoint.tmp",
     "signing.key",
     "signing.pub",
+    "deployments.jsonl",
 }
 # Below the learner's layer, a model's manifest is the file beside it (docs/protocol.md §4.4):
 # runtime/ reads it by that name, as a run directory and a flashed board both lay it out.
@@ -46,6 +47,7 @@ def test_run_dir_names_each_file(tmp_path):
         run.checkpoint_tmp,
         run.signing_key,
         run.signing_public_key,
+        run.deployments,
     }
     assert {p.name for p in names} == FILE_NAMES and {p.parent for p in names} == {run.path}
     assert run.earlier_summary(2).name == "summary.2.json"

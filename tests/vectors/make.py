@@ -34,12 +34,19 @@ from edge_rl.types import (
     CreditGrant,
     PolicyBundle,
     PolicyManifest,
+    PolicyTarget,
     QuantParams,
     TransitionBatch,
 )
 from edge_rl.wire import blocks
-from edge_rl.wire.envelope import MAGIC_CONTROL, MAGIC_STATUS, MAGIC_TRANSITIONS
-from edge_rl.wire.messages import encode_control, encode_credit, encode_status
+from edge_rl.wire.envelope import (
+    MAGIC_CONTROL,
+    MAGIC_STATUS,
+    MAGIC_TARGET,
+    MAGIC_TRANSITIONS,
+    SCHEMA_VERSION,
+)
+from edge_rl.wire.messages import encode_control, encode_credit, encode_status, encode_target
 from edge_rl.wire.policy import decode_policy, encode_policy, manifest_to_dict
 from edge_rl.wire.signing import Signer, Verifier
 from edge_rl.wire.transitions import encode_transitions
@@ -64,7 +71,7 @@ def _case(
     return case
 
 
-def _raw(magic: bytes, header: bytes, version: int = 4, body: bytes = b"") -> bytes:
+def _raw(magic: bytes, header: bytes, version: int = SCHEMA_VERSION, body: bytes = b"") -> bytes:
     """A payload as a hostile or older peer might send it: any header bytes, any version."""
     return struct.pack("<4sHI", magic, version, len(header)) + header + body
 
@@ -81,6 +88,11 @@ def _arrays(batch: TransitionBatch) -> dict[str, Any]:
         "next_obs": batch.next_obs.tolist(),
         "terminated": batch.terminated.astype(int).tolist(),
         "truncated": batch.truncated.astype(int).tolist(),
+        **(
+            {}
+            if batch.intervention is None
+            else {"intervention": batch.intervention.astype(int).tolist()}
+        ),
     }
 
 
@@ -119,6 +131,8 @@ def transitions() -> dict[str, Any]:
         truncated=np.array([False]),
         run_id=RUN_ID,
     )
+    # A teacher took over the second step (the board's teleop:, docs/protocol.md §3.1).
+    taken_over = dataclasses.replace(cartpole, seq=1, intervention=np.array([False, True]))
     good = encode_transitions(cartpole)
     hlen = _header_length(good)
     header = json.loads(good[10 : 10 + hlen])
@@ -126,10 +140,19 @@ def transitions() -> dict[str, Any]:
     nan_obs = dataclasses.replace(cartpole, obs=cartpole.obs.copy())
     nan_obs.obs[0, 0] = np.nan
     wide = dataclasses.replace(cartpole, action=np.array([2, 0], np.int64))
+    flag_2 = bytearray(encode_transitions(taken_over))
+    flag_2[-1] = 2  # the last byte: the second row's intervention flag
     cases = [
         _case("cartpole_n2", good, _batch_fields(cartpole), "ok", True),
         _case("pendulum_n1_box", encode_transitions(pendulum), _batch_fields(pendulum), "ok", True),
         _described(cartpole),
+        _case(
+            "cartpole_n2_intervention",
+            encode_transitions(taken_over),
+            _batch_fields(taken_over),
+            "ok",
+            True,
+        ),
         _case("pendulum_batch_for_cartpole", encode_transitions(pendulum), None, "truncated"),
         _case(
             "version_3", _raw(MAGIC_TRANSITIONS, good[10 : 10 + hlen], 3, body), None, "bad_version"
@@ -152,6 +175,7 @@ def transitions() -> dict[str, Any]:
         ),
         _case("nan_in_obs", encode_transitions(nan_obs), None, "non_finite"),
         _case("action_2_of_2", encode_transitions(wide), None, "action_range"),
+        _case("intervention_flag_2", bytes(flag_2), None, "bad_array"),
     ]
     return {
         "kind": "ERLT transition batch (docs/protocol.md §3.1)",
@@ -159,6 +183,7 @@ def transitions() -> dict[str, Any]:
             "cartpole_n2": EnvSpec((4,), num_actions=2).to_dict(),
             "pendulum_n1_box": EnvSpec((3,), 0, (1,), (-2.0,), (2.0,)).to_dict(),
             "cartpole_n2_described": EnvSpec((4,), num_actions=2).to_dict(),
+            "cartpole_n2_intervention": EnvSpec((4,), num_actions=2).to_dict(),
         },
         "spec_for_rejects": "cartpole_n2",
         "cases": cases,
@@ -206,10 +231,32 @@ def status() -> dict[str, Any]:
         session=7,
     )
     will = ActorStatus(actor_id="pi-01", state="offline", time_unix=1759999000.0, session=7)
+    safe = ActorStatus(  # a watchdog's safe state (§5.6)
+        actor_id="pi-01",
+        state="safe",
+        env_steps=900,
+        run_id=RUN_ID,
+        session=7,
+        safety={"clipped": 12, "rate_limited": 30, "broker_lost": 25},
+        safe_reason="broker_lost",
+    )
     cases = [
         _case("starting_minimal", encode_status(minimal), dataclasses.asdict(minimal), "ok", True),
         _case("running_full", encode_status(full), dataclasses.asdict(full), "ok", True),
         _case("last_will", encode_status(will), dataclasses.asdict(will), "ok", True),
+        _case("safe_broker_lost", encode_status(safe), dataclasses.asdict(safe), "ok", True),
+        _case(
+            "unknown_safety_key",
+            _raw(MAGIC_STATUS, b'{"actor_id":"pi-01","state":"safe","safety":{"brake":1}}'),
+            None,
+            "bad_header",
+        ),
+        _case(
+            "safe_reason_unknown",
+            _raw(MAGIC_STATUS, b'{"actor_id":"pi-01","state":"safe","safe_reason":"tired"}'),
+            None,
+            "bad_header",
+        ),
         _case(
             "only_required_keys",
             _raw(MAGIC_STATUS, b'{"actor_id":"pi-01","state":"paused"}'),
@@ -250,12 +297,21 @@ def status() -> dict[str, Any]:
     return {"kind": "ERLS status (docs/protocol.md §5)", "cases": cases}
 
 
+def _control_fields(m: ControlMessage) -> dict[str, Any]:
+    """A canonical control's fields: exactly the keys its bytes carry (the encoder leaves
+    ``status_interval_s`` out when it is 0, the learner asking for none)."""
+    fields = dataclasses.asdict(m)
+    if not m.status_interval_s:
+        del fields["status_interval_s"]
+    return fields
+
+
 def control() -> dict[str, Any]:
     cases = [
         _case(
             f"{state}",
             encode_control(m := ControlMessage(state, RUN_ID, reason)),
-            dataclasses.asdict(m),
+            _control_fields(m),
             "ok",
             True,
         )
@@ -270,7 +326,7 @@ def control() -> dict[str, Any]:
         _case(
             "status_interval",
             encode_control(m := ControlMessage("running", RUN_ID, "", 5.25)),
-            dataclasses.asdict(m),
+            _control_fields(m),
             "ok",
             True,
         ),
@@ -433,6 +489,70 @@ def policy(resign: bool) -> dict[str, Any]:
     }
 
 
+# What the reference actor accepts on its target topic: max_policy_bytes (8,000,000 by
+# default) + 128 KiB (docs/protocol.md §5.5); a larger payload is refused too_large.
+TARGET_MAX_BYTES = 8_000_000 + 128 * 1024
+
+
+def target() -> dict[str, Any]:
+    """``ERLD`` targets: a rollback (no body) and a step that carries the signed bundle of
+    policy.json (its bytes as committed: they cannot be signed again without --resign)."""
+    policy_case = json.loads(POLICY.read_text())["cases"][0]
+    bundle, manifest = bytes.fromhex(policy_case["hex"]), policy_case["fields"]
+    digest = manifest["model_sha256"]
+
+    def fields(t: PolicyTarget) -> dict[str, Any]:
+        return {**dataclasses.asdict(t), "bundle": t.bundle.hex()}
+
+    rollback = PolicyTarget(RUN_ID, 3, digest, "v4")
+    step = PolicyTarget(RUN_ID, manifest["policy_version"], digest, "v4", bundle)
+    head = b'{"run_id":"' + RUN_ID.encode() + b'","policy_version":3,"model_sha256":"'
+    cases = [
+        _case("rollback", encode_target(rollback), fields(rollback), "ok", True),
+        _case("with_bundle", encode_target(step), fields(step), "ok", True),
+        _case(
+            "no_rollout_name",
+            _raw(MAGIC_TARGET, head + digest.encode() + b'"}'),
+            fields(PolicyTarget(RUN_ID, 3, digest)),
+            "ok",
+        ),
+        _case(
+            "version_0",
+            _raw(MAGIC_TARGET, head.replace(b":3,", b":0,") + digest.encode() + b'"}'),
+            None,
+            "bad_header",
+        ),
+        _case(
+            "digest_upper_case",
+            _raw(MAGIC_TARGET, head + digest.upper().encode() + b'"}'),
+            None,
+            "bad_header",
+        ),
+        _case(
+            "no_run_id",
+            _raw(MAGIC_TARGET, b'{"policy_version":3,"model_sha256":"' + digest.encode() + b'"}'),
+            None,
+            "bad_header",
+        ),
+        _case(  # H > 65536: refused before any header byte is read
+            "header_over_64_KiB",
+            struct.pack("<4sHI", MAGIC_TARGET, SCHEMA_VERSION, 65_537) + b" " * 65_537,
+            None,
+            "truncated",
+        ),
+        _case(
+            "version_3", _raw(MAGIC_TARGET, head + digest.encode() + b'"}', 3), None, "bad_version"
+        ),
+    ]
+    return {
+        "kind": "ERLD deployment target (docs/protocol.md §5.5)",
+        "max_bytes": TARGET_MAX_BYTES,
+        "note": "fields.bundle is the body, hex (empty: a rollback); with_bundle carries "
+        "policy.json's signed bundle, which verifies with policy_test_key.pub",
+        "cases": cases,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--resign", action="store_true", help="a new test key and signed bundle")
@@ -449,6 +569,7 @@ def main() -> None:
     verifier = Verifier.from_pem(PUBLIC_KEY.read_bytes())
     decode_policy(bytes.fromhex(vectors["cases"][0]["hex"]), verifier)  # still verifies
     POLICY.write_text(json.dumps(vectors, indent=1) + "\n")
+    (HERE / "target.json").write_text(json.dumps(target(), indent=1) + "\n")  # policy's bytes
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ topic, are retained: an actor that (re)connects reads both at once. Each round o
   An actor not known yet gets no credit: it announces itself with a status of this run on
   its own topic and is granted credit in the next round.
 * ``WriteOff`` (write_off.py): of each actor online, what will not arrive (reported
-  dropped, dropped by the learner, or sent and not received for ``Quiet.bound_s``).
+  dropped, dropped by the learner, or sent and not received for ``Quiet.bound_s``), and
+  how much of what it claimed it delivered (``delivery``: its share of the lead).
 * ``IdleWatch`` (idle.py): an actor that holds credit and neither steps nor delivers for
   ``credit_timeout_s`` (at least two stated status intervals; the clock starts when it
   comes to hold credit) is granted no more, and what it holds is granted again to the
@@ -57,6 +58,7 @@ from dataclasses import dataclass
 from edge_rl.config import FleetConfig, Pacing
 from edge_rl.learner.fleet.channel import FINAL, ControlChannel
 from edge_rl.learner.fleet.credit import Grants
+from edge_rl.learner.fleet.figures import StatusLimits
 from edge_rl.learner.fleet.identity import Identities
 from edge_rl.learner.fleet.idle import IdleWatch
 from edge_rl.learner.fleet.publisher import GrantPublisher, Publish
@@ -71,11 +73,15 @@ from edge_rl.wire.topics import Topics
 log = logging.getLogger(__name__)
 
 
-def control_will(topics: Topics, run_id: str) -> tuple[str, bytes]:
-    """The learner's last will (retained): a learner that vanishes leaves its run paused,
-    so the boards hold their policy and wait for it to come back, as after SIGTERM."""
-    msg = ControlMessage("paused", run_id, "the learner is gone")
-    return topics.control, encode_control(msg)
+def control_will(
+    topics: Topics, run_id: str, state: RunState = "paused", interval: float = 0.0
+) -> tuple[str, bytes]:
+    """The learner's last will (retained): a learner that vanishes while the run goes on
+    leaves it paused, so the boards hold their policy and wait for it to come back, as after
+    SIGTERM. Once the run is final (``serving``, ``stopped``) the will is that final state
+    (``LearnerNode`` replaces it before sending it), so no close can take it back."""
+    reason = "the learner is gone" if state == "paused" else ""
+    return topics.control, encode_control(ControlMessage(state, run_id, reason, interval))
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,13 @@ class FleetStats:
     status_rejected: int  # undecodable, or not from its own actor's topic
     status_other_run: int  # of another run start (or none yet): ignored
     status_over_credit: int  # claims more env steps or transitions than its grant: refused
+    status_clamped: int  # a figure outside what the env makes possible: clamped (figures.py)
     actor_sessions_refused: int  # second live processes under one id (identity.py)
     credit_written_off: int  # sent, never received, granted again
     credit_reclaimed: int  # held by idle actors, not stepped yet, granted again
+    credit_withheld: (
+        int  # most steps held back at once from boards that delivered less than claimed
+    )
     grants_unsent: int  # grants the transport refused (its queue full): sent again next round
     control_unsent: int  # control messages the transport refused: sent again, as grants are
     actors: Mapping[str, ActorStatus]  # each actor's last status
@@ -109,6 +119,8 @@ class FleetControl:
         session_of: Mapping[str, int] | None = None,  # ingest's: whose data ``received`` counts
         quarantined: Callable[[str], bool] = lambda _actor: False,  # BoardWatch.is_quarantined
         connected: Callable[[], bool] = lambda: True,  # the learner's transport
+        limits: StatusLimits | None = None,  # what a status may say (figures.py)
+        quarantine_reason: Callable[[str], str] = lambda _actor: "",  # BoardWatch.reason
     ) -> None:
         """``grants``: the record each grant is written to before it is published (the
         learner's, which ingest reads; default: one of its own). Statuses and credit are
@@ -122,8 +134,12 @@ class FleetControl:
         self._session_of = session_of
         self._quarantined = quarantined
         self._connected = connected
+        self._quarantine_reason = quarantine_reason
+        self.told: set[str] = set()  # quarantined boards told why (once each, and on hello)
         self._lock = threading.Lock()
-        self.roster = Roster(topics, run_id, self.grants, cfg.max_actors, cfg.identity_window_s)
+        self.roster = Roster(
+            topics, run_id, self.grants, cfg.max_actors, cfg.identity_window_s, limits
+        )
         self.channel = ControlChannel(topics, publish, run_id)
         self.publisher = GrantPublisher(topics, publish, self.grants, cfg.max_grants_per_s)
         self.quiet = Quiet(pacing.credit_timeout_s)
@@ -158,9 +174,11 @@ class FleetControl:
                 status_rejected=r.status_rejected,
                 status_other_run=r.status_other_run,
                 status_over_credit=r.status_over_credit,
+                status_clamped=r.status_clamped,
                 actor_sessions_refused=r.ids.refused_sessions,
                 credit_written_off=self.write_off.total(),
                 credit_reclaimed=self.idle.reclaimed(),
+                credit_withheld=self.shares.ledger.withheld,
                 grants_unsent=self.publisher.unsent,
                 control_unsent=self.channel.unsent,
                 actors=dict(r.actors),
@@ -247,14 +265,22 @@ class FleetControl:
                 self.channel.send()
             else:
                 self.channel.resend()
+                self.channel.heartbeat()
             if state != "running":
                 return
             now = time.monotonic()
             if self._connected():
+                self._tell_quarantined()
                 credits = self._credit(updates, now)
                 self.publisher.publish(credits, self.roster.ids, self.run_id, now)
             else:  # it hears nothing now, and its grants would not go out: nothing is judged
                 self.quiet.heard_since = now
+
+    def will_for(self, state: RunState) -> tuple[str, bytes]:
+        """The learner's last will once the run is ``state`` (final): that control message,
+        at the status interval stated last."""
+        with self._lock:
+            return control_will(self.topics, self.run_id, state, self.channel.stated_interval())
 
     def _resend_control(self) -> None:
         with self._lock:
@@ -271,10 +297,23 @@ class FleetControl:
 
     def welcome(self, actor: str) -> None:
         """A board said hello (join.py): the current control on its welcome topic, and its
-        last grant again on its credit topic; neither hangs on a retained message."""
+        last grant again on its credit topic; neither hangs on a retained message. A
+        quarantined board is told why instead."""
         with self._lock:
+            if reason := self._quarantine_reason(actor):
+                self.channel.tell(actor, "paused", reason)
+                return
             self.channel.welcome(actor)
             self.publisher.resend(actor)
+
+    def _tell_quarantined(self) -> None:  # holds _lock
+        """Each board newly in quarantine gets a ``paused`` control on its welcome topic
+        whose ``reason`` says why (protocol §5: a board logs a control's reason): it holds,
+        and its operator learns what the learner saw."""
+        for actor in self.roster.online_ids(lambda _a: False) - self.told:
+            if reason := self._quarantine_reason(actor):
+                self.channel.tell(actor, "paused", reason)
+                self.told.add(actor)
 
     def announce(self, topic: str) -> bool:
         """The learner's hello on ``topic``: the current control, which every board takes
@@ -318,7 +357,10 @@ class FleetControl:
         }
         lost = self.idle.reclaim(idle, held, lost)
         stepped = {a: actors[a].env_steps for a in online}
-        return self.shares.grant(updates, received, by_actor, online, lost, idle, stepped)
+        # Credit against delivery: a board that claims more than it delivers holds less of
+        # the lead.
+        trust = {a: self.write_off.delivery(a, actors[a].session, got[a]) for a in online}
+        return self.shares.grant(updates, received, by_actor, online, lost, idle, stepped, trust)
 
     def _owners_only(self, by_actor: Mapping[str, int]) -> dict[str, int]:  # holds _lock
         """Of each actor, what the session that owns its id delivered (0 until the owner's

@@ -160,6 +160,14 @@ class ModelSelection:
         for evaluator in evaluators:
             evaluator.close()
 
+    def last_score(self) -> tuple[int, float] | None:
+        """``(version, greedy return)`` of the newest policy scored, if any (the live view)."""
+        with self._lock:
+            if not self.scores:
+                return None
+            v = max(self.scores)
+            return v, self.scores[v]
+
     def stats(self) -> SelectionStats:
         with self._lock:
             return SelectionStats(dict(self.scores))

@@ -197,7 +197,7 @@ def test_each_part_keeps_its_own_state_in_the_checkpoint(tmp_path):
     assert set(state) == set(node.durable.parts) >= {"algo", "replay", "ingest", "broadcast"}
     assert state["exporter"] == {"last_updates": 0, "deferred": 0}
     assert state["replay"]["size"] == 500
-    assert {f.name for f in ck.glob("*.npz")} == {"algo.npz", "replay.npz"}
+    assert {f.name for f in ck.glob("*.npz")} == {"algo.npz", "replay.npz", "demos.npz"}
     del state["meter"]
     (ck / "state.json").write_text(json.dumps(state))
     other = LearnerNode(cfg, MemoryBroker().connect, tmp_path / "run", resume=True)

@@ -441,6 +441,11 @@ def test_learner_and_actor_over_the_memory_transport(tmp_path):
     # The replay ratio was paid in full, and the final control message says serving.
     assert summary["updates"] >= int(cfg.replay_ratio * (summary["env_steps"] - 200))
     assert decode_control(broker.retained[topics.control]).state == "serving"
+    # A learner that vanished now (an unclean close) would leave it serving: its last will
+    # (what MemoryBroker.drop publishes) became that final control.
+    topic, will = learner.transport.will
+    final = decode_control(will)
+    assert (topic, final.state, final.run_id) == (topics.control, "serving", learner.run_id)
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
 

@@ -169,7 +169,7 @@ def test_batcher_by_blocks_of_rows(monkeypatch):
     monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=fake.clock))
     b = Batcher("a", 9, batch_size=4, flush_interval_s=0.5)
     assert b.open(1) is None and b.room() == 4 and b.due() == fake.t + 0.5
-    row = (np.zeros(4), np.int64(1), 1.0, np.ones(4), False, True)
+    row = (np.zeros(4), np.int64(1), 1.0, np.ones(4), False, True, False)
     for _ in range(3):
         b.append(row)
     fake.t += 0.25

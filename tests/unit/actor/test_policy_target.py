@@ -138,3 +138,43 @@ def test_a_target_of_the_next_run_start_waits_for_the_join(policy_keys):
     slot.set_run("s3")  # a target is for one run start only
     slot.load_pending()
     assert slot.version == 0
+
+
+# --- what docs/protocol.md §5.5 states (its Limits, disagreements and repeats) ---------
+
+
+def test_a_target_whose_header_and_bundle_disagree_serves_the_bundle(policy_keys):
+    """With a body the bundle is checked alone; the statuses then name the bundle's policy."""
+    signer, _ = policy_keys
+    slot = slot_serving(signer)
+    good2 = signed("good2", 5, signer)
+    slot.target(target(good2, 9, "f" * 64), LIMIT)  # the header names another version/digest
+    slot.load_pending()
+    assert (slot.version, slot.digest) == (5, digest_of(good2, signer)) and not slot.rejected
+
+
+def test_the_same_policy_again_is_no_refusal_another_of_its_version_is_stale(policy_keys):
+    signer, _ = policy_keys
+    slot = slot_serving(signer)
+    same = signed("good", 3, signer)  # the very bytes it serves (Ed25519 is deterministic)
+    for _ in range(2):
+        slot.offer(same)
+        slot.load_pending()
+    assert not slot.rejected and slot.failed == 0 and slot.version == 3  # no news, no count
+    other = signed("good2", 3, signer)  # another policy under the version it serves
+    slot.target(target(other, 3, digest_of(other, signer)), LIMIT)
+    slot.load_pending()
+    assert dict(slot.rejected) == {"stale_version": 1} and slot.failed == 0
+    assert slot.digest == digest_of(same, signer)
+
+
+def test_a_target_s_size_limits(policy_keys):
+    signer, _ = policy_keys
+    slot = slot_serving(signer)
+    limit = LIMIT + 128 * 1024  # what the actor passes: max_policy_bytes + 128 KiB
+    big = encode_target(PolicyTarget(START, 4, "0" * 64, "v4", b"\0" * (limit + 1)))
+    slot.target(big, limit)
+    assert slot.rejected["too_large"] == 1
+    long_header = b"ERLD\x05\x00" + (65_537).to_bytes(4, "little") + b" " * 65_537
+    slot.target(long_header, limit)
+    assert slot.rejected["truncated"] == 1 and slot.version == 3

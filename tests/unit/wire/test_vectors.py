@@ -20,16 +20,18 @@ import numpy as np
 import pytest
 
 from edge_rl.specs import EnvSpec
-from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, TransitionBatch
+from edge_rl.types import ActorStatus, ControlMessage, CreditGrant, PolicyTarget, TransitionBatch
 from edge_rl.wire import blocks
 from edge_rl.wire.envelope import MAGIC_POLICY, CodecError, pack
 from edge_rl.wire.messages import (
     decode_control,
     decode_credit,
     decode_status,
+    decode_target,
     encode_control,
     encode_credit,
     encode_status,
+    encode_target,
 )
 from edge_rl.wire.policy import decode_policy, decompress_model, manifest_to_dict
 from edge_rl.wire.signing import Verifier
@@ -37,7 +39,7 @@ from edge_rl.wire.transitions import decode_transitions, encode_transitions
 from tests.harness.paths import REPO
 
 VECTORS = REPO / "tests" / "vectors"
-KINDS = ("transitions", "status", "control", "credit", "policy", "blocks")
+KINDS = ("transitions", "status", "control", "credit", "policy", "blocks", "target")
 
 
 def _load(kind: str) -> dict[str, Any]:
@@ -81,6 +83,7 @@ def _batch(fields: dict[str, Any], spec: EnvSpec) -> TransitionBatch:
         next_obs=np.asarray(a["next_obs"], np.float32),
         terminated=np.asarray(a["terminated"], bool),
         truncated=np.asarray(a["truncated"], bool),
+        intervention=np.asarray(a["intervention"], bool) if "intervention" in a else None,
     )
 
 
@@ -92,6 +95,9 @@ def test_transition_vectors_decode_to_their_fields_and_encode_to_their_bytes(cas
     for name in ("actor_id", "session", "seq", "policy_version", "run_id"):
         assert getattr(got, name) == getattr(want, name), name
     for name in TransitionBatch.ARRAYS:
+        if getattr(want, name) is None:  # no intervention: none decoded either
+            assert getattr(got, name) is None, name
+            continue
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
     assert case["canonical"]
@@ -114,7 +120,24 @@ SMALL = {
         encode_credit,
         lambda f: CreditGrant(**{**f, "refused": tuple(f["refused"])}),
     ),
+    "target": (
+        lambda p: decode_target(p, _load("target")["max_bytes"]),
+        encode_target,
+        lambda f: PolicyTarget(**{**f, "bundle": bytes.fromhex(f["bundle"])}),
+    ),
 }
+
+
+def test_a_target_vector_s_bundle_is_the_signed_policy_vector():
+    """with_bundle carries policy.json's bundle: a board verifies it with the test key."""
+    (case,) = [c for c in _load("target")["cases"] if c["name"] == "with_bundle"]
+    body = bytes.fromhex(case["fields"]["bundle"])
+    assert body == bytes.fromhex(_load("policy")["cases"][0]["hex"])
+    manifest = decode_policy(body, VERIFIER).manifest
+    assert (manifest.policy_version, manifest.model_sha256) == (
+        case["fields"]["policy_version"],
+        case["fields"]["model_sha256"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -214,7 +237,9 @@ def test_no_vector_hex_is_left_over_from_another_schema_version():
 
 
 def test_vector_fields_are_the_record_fields():
-    """Field names in the vectors are the wire names, which are the records' names."""
+    """Field names in the vectors are the wire names, which are the records' names; a
+    canonical case lists exactly the keys its bytes carry, in their order (an optional key
+    the encoder leaves out at its default is not listed), any other every record field."""
     for kind, cls in (
         ("status", ActorStatus),
         ("control", ControlMessage),
@@ -222,4 +247,10 @@ def test_vector_fields_are_the_record_fields():
     ):
         names = [f.name for f in dataclasses.fields(cls)]
         for case in _cases(kind, True):
-            assert list(case["fields"]) == names, (kind, case["name"])
+            if case.get("canonical"):
+                payload = bytes.fromhex(case["hex"])
+                header = json.loads(payload[10 : 10 + struct.unpack_from("<I", payload, 6)[0]])
+                assert list(case["fields"]) == list(header), (kind, case["name"])
+                assert set(header) <= set(names), (kind, case["name"])
+            else:
+                assert list(case["fields"]) == names, (kind, case["name"])
