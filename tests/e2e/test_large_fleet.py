@@ -1,8 +1,8 @@
 """CartPole with a large simulated fleet on one machine (`make test-long`): `edge-rl learn
 --fleet N --fleet-procs 4` with the example config, to its budget. Every board
 contributes, the broker drops nothing, and the deployed int8 policy balances for longer
-than any one board's data reaches (docs/scale.md). N is 500 by default (it fits a loaded 2-core CI host's time), or
-``EDGE_RL_LARGE_FLEET`` boards (1000 on a free machine)."""
+than any one board's data reaches (docs/scale.md). N is 500 by default (it fits a loaded
+2-core CI host's time), or ``EDGE_RL_LARGE_FLEET`` boards (1000 on a free machine)."""
 
 from __future__ import annotations
 
