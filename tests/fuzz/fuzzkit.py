@@ -599,7 +599,8 @@ def sha256(data: bytes) -> str:
 _COUNTERS = (
     "policy_version env_steps episodes transitions_sent batches_sent batches_dropped "
     "policies_rejected control_rejected transitions_oversize transitions_dropped session "
-    "served_episodes policies_failed interventions control_periods deadline_misses".split()
+    "served_episodes policies_failed interventions control_periods deadline_misses "
+    "episodes_succeeded episodes_failed".split()
 )
 _RATES = ("env_steps_per_s", "time_unix", "jitter_p50_ms", "jitter_p99_ms")  # numbers >= 0
 _BREAKDOWN = set(
