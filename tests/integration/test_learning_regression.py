@@ -181,24 +181,26 @@ DQN_BUDGET = Budget(
 DQN = DQNConfig(
     lr_decay_updates=14_500, learning_rate_end=0.0, updates_per_call=16, jit_compile=True
 )
-DQN_MIN_RETURN = 300.0
+DQN_SEEDS = (0, 1)
+DQN_MIN_RETURN = 150.0
 
 
 @slow
 def test_dqn_learns_cartpole() -> None:
-    """DQN on CartPole-v1, 30,000 env steps, seed 0: its int8 checkpoints average >= 300.
+    """DQN on CartPole-v1, 30,000 env steps, seeds 0 and 1: the mean over both seeds of
+    each one's int8 checkpoint mean is >= 150.
 
     The mean over the checkpoints (each one's first export that passes the 0.8 parity
     gate, 5 greedy episodes each in LiteRT), not the best one: CartPole is solved by lucky
     simple policies, and a sign-flipped Bellman target (y = r - gamma * Q') had one
-    checkpoint at 500 (best-of-5 then 498.7 in the final evaluation). Measured: a uniformly
-    random policy scores ~22; the sign-flipped target, checkpoint means 45.2 (11.4, 9.0,
-    54.0, 105.6, 46.2) and 162.5 (62.0, 35.6, 500.0, 81.2, 133.6) in two runs whose rounding
-    differed (every export passed the gate); the real code 443.1 (329.4, 500, 500; two
-    refused by the gate, before refused exports were retried), its best deployed at 500.0,
-    and 359.3 (92.2, 458.8, 344.2, 401.2, 500.0; the third from a retry 500 steps on) with
-    other library versions. 300 is 1.8x the broken learner's higher mean and 0.68-0.84x the
-    real one's.
+    checkpoint at 500 (best-of-5 then 498.7 in the final evaluation). Two seeds, not one:
+    one seed's figure moves with the library versions as much as with the code. Measured
+    with TensorFlow 2.21, Keras 3.15, gymnasium 1.4, NumPy 2.4: the real code 189.4 on seed
+    0 (101.8, 94.6, 94.4, 156.0, 500.0) and 342.0 on seed 1 (429.6, 177.2, 422.4, 500.0,
+    180.8), 265.7 over both (seed 2: 230.6); the sign-flipped target 23.7 and 15.8, 19.8
+    over both. With earlier versions, seed 0 alone: the real code 443.1 and 359.3, the
+    sign-flipped target 45.2 and 162.5 (runs whose rounding differed); a uniformly random
+    policy scores ~22. 150 is 7.6x the broken learner's mean today and 0.56x the real one's.
 
     Which exports the gate refuses turns on the last bits of rounding (the library versions
     and CPU kernels): one run refused four of five (None, None, None, None, 500.0), too few
@@ -206,11 +208,14 @@ def test_dqn_learns_cartpole() -> None:
     Retrying a refused checkpoint every 500 env steps, as the node exports, scores what the
     node deploys; a checkpoint none of whose exports passes stays out of the mean.
     """
-    out = train_and_evaluate("CartPole-v1", "dqn", DQN, DQN_BUDGET, seed=0)
-    print(out)  # the measured return and checkpoints, in the log of a passing run too
-    scored = [s for s in out.scores if s is not None]
-    assert len(scored) >= 2, out  # the gate passed enough checkpoints to average
-    assert float(np.mean(scored)) >= DQN_MIN_RETURN, out
+    means = []
+    for seed in DQN_SEEDS:
+        out = train_and_evaluate("CartPole-v1", "dqn", DQN, DQN_BUDGET, seed=seed)
+        print(seed, out)  # the measured return and checkpoints, in a passing run's log too
+        scored = [s for s in out.scores if s is not None]
+        assert len(scored) >= 2, out  # the gate passed enough checkpoints to average
+        means.append(float(np.mean(scored)))
+    assert float(np.mean(means)) >= DQN_MIN_RETURN, means
 
 
 # --- TD3 on Pendulum-v1 ---------------------------------------------------------------------
