@@ -66,6 +66,7 @@ class Arm:
     def run(self, steps: int) -> None:
         pc = time.perf_counter
         self.rate.restart()  # another arm ran meanwhile: a new schedule, not misses
+        self.env.resume()  # ... and its world stood still: no jump of the other arms' time
         for _ in range(steps):
             self.rate.tick()
             t0 = pc()

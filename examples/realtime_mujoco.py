@@ -52,6 +52,11 @@ class RealTime(gym.Wrapper):
         a reset hook runs): kept until the next step or reset."""
         self.held = np.asarray(action, np.float32).copy()
 
+    def resume(self) -> None:
+        """The world was paused (a benchmark's arms taking turns on one machine): the next
+        step simulates one period, not the time the pause lasted."""
+        self._last = None
+
     def reset(self, **kwargs):
         self._last = None  # the robot waits at its start pose
         self.held = None
