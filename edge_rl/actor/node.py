@@ -230,7 +230,10 @@ class ActorNode:
         )
 
     def _on_message(self, topic: str, payload: bytes) -> None:
-        self._heard_learner(topic)
+        self._handle(topic, payload)
+        self._heard_learner(topic)  # after: a control counts by the state it set
+
+    def _handle(self, topic: str, payload: bytes) -> None:
         if topic == self.topics.policy:
             if payload:  # (empty: the learner cleared the retained policy)
                 self.slot.offer(payload)  # verified and loaded on the slot's thread
@@ -249,7 +252,8 @@ class ActorNode:
 
     def _heard_learner(self, topic: str) -> None:
         """Any message from the learner tells the watchdog it is there, but a ``paused``
-        control: that is what its last will says."""
+        control (read once it is applied): that is what its last will says, which the
+        broker sends for a learner that has died."""
         if self.watchdog is not None and topic != self.topics.target(self.opts.actor_id):
             if not (topic == self.topics.control and self.rc.state == "paused"):
                 self.watchdog.heard(time.monotonic())

@@ -81,6 +81,11 @@ class Watchdog:
         """A message from the learner: control, credit, policy, hello or welcome."""
         self._heard = now
 
+    @property
+    def last_heard(self) -> float:
+        """When the learner last spoke (``time.monotonic()``; at first: the start)."""
+        return self._heard
+
     def latch(self, reason: str) -> None:
         """The board engages its own emergency stop for ``reason`` (the reset hook failed:
         the robot may be anywhere, a person may be at it). It is released as any e-stop

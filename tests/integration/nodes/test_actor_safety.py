@@ -75,3 +75,46 @@ def test_the_env_gets_and_the_learner_learns_only_shielded_actions(policy_keys):
     last = decode_status(statuses[-1])
     assert last.safety["clipped"] > STEPS // 2 and last.safety["rate_limited"] > STEPS // 2
     assert "nonfinite" not in last.safety
+
+
+def test_the_learner_s_last_will_is_not_a_sign_of_life(policy_keys):
+    """The broker sends a dead learner's will, a ``paused`` control: the board must not take
+    it for the learner speaking, or its silence watchdog starts late by the time the broker
+    took to notice (a board took 3.16 s to its safe action against a bound of 3.05)."""
+    _, public_key = policy_keys
+    broker = MemoryBroker()
+    topics = Topics("edge-rl", RUN)
+    learner = broker.connect("learner", subscriptions=[], on_message=lambda t, p: None)
+    learner.start()
+    assert learner.wait_connected(5)
+    board = BoardConfig(board="test-board", safety=Safety(stale_after_s=30.0))
+    opts = ActorOptions(
+        "a0",
+        "tests.harness.robot_envs:pendulum",
+        "memory://",
+        run=RUN,
+        seed=5,
+        policy_key=str(public_key),
+    )
+    node = ActorNode(board, opts, connect=broker.connect)
+    env = robot_envs.MADE[-1]
+    learner.publish(topics.control, encode_control(ControlMessage("running", RUN_ID)), retain=True)
+    grant = encode_credit(CreditGrant(RUN_ID, node.session, 10**6))
+    learner.publish(topics.credit("a0"), grant, retain=True)
+    thread = threading.Thread(target=node.run, name="actor-under-test", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(env.received) > 10, 20, "the board stepping")
+        spoke = node.watchdog.last_heard
+        assert spoke > 0  # the running control and the grant were heard
+        will = ControlMessage("paused", RUN_ID, "the learner is gone")
+        learner.publish(topics.control, encode_control(will), retain=True)
+        wait_for(lambda: node.rc.state == "paused", 10, "the board paused by the will")
+        assert node.watchdog.last_heard == spoke
+        # ... and the learner back, running: heard again.
+        learner.publish(topics.control, encode_control(ControlMessage("running", RUN_ID)))
+        wait_for(lambda: node.watchdog.last_heard > spoke, 10, "the learner heard again")
+    finally:
+        node.stop()
+        thread.join(10)
+        broker.close()
