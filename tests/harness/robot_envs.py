@@ -54,6 +54,13 @@ def cartpole() -> Recorder:
     return MADE[-1]
 
 
+def push_to_the_limit(spec, **_):
+    """A teleop source (``teleop: tests.harness.robot_envs:push_to_the_limit``) that takes
+    over every step with the top of the env's action space."""
+    top = np.asarray(spec.action_high, np.float32)
+    return lambda obs, action: top
+
+
 def read_actions(path: str | os.PathLike) -> list[tuple[float, list[float]]]:
     """``(monotonic time, action)`` of every step the env logged, in order."""
     out = []
