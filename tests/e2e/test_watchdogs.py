@@ -135,7 +135,9 @@ def _check_safe_within_bound(actions: Path, t_kill: float, what: str) -> float:
     load = os.getloadavg()[0]
     print(f"\n{what}: safe action {delay * 1000:.0f} ms after the kill (load {load:.2f})")
     assert delay <= bound(STALE_S + PERIOD_S), f"{what}: {delay:.3f} s"
-    time.sleep(5 * PERIOD_S)  # the scenario: a few periods of the fault, then read them
+    wait_for(  # a few periods of the fault, then read them
+        lambda: sum(t > first for t, _ in read_actions(actions)) >= 5, 30, "five more periods"
+    )
     assert _held_safe(actions, first), f"{what}: a policy action after the safe one"
     return delay
 
@@ -167,8 +169,13 @@ def test_the_emergency_stop_holds_with_the_broker_down_until_released_on_the_boa
     wait_for(lambda: _first_safe_after(actions, t_sig) is not None, 30, "the safe action")
     broker.start()  # the network comes back, the learner with it: still stopped
     t_back = time.monotonic()
-    wait_for(lambda: len(read_actions(actions)) > 0, 5, "actions")
-    time.sleep(bound(STALE_S + 1.0))  # the scenario: the learner's credit flows again
+    # The board steps on (the safe action) until the learner's control and credit have had
+    # longer than stale_after_s to flow again: a release by the network would show by then.
+    wait_for(
+        lambda: any(t > t_back + STALE_S + 1.0 for t, _ in read_actions(actions)),
+        STALE_S + 30,
+        "the board stepping past the learner's return",
+    )
     assert _held_safe(actions, _first_safe_after(actions, t_sig)), "released by the network"
     assert any(t > t_back for t, _ in read_actions(actions)), "the board stopped stepping"
     estop.unlink()  # the local release

@@ -4,8 +4,6 @@ less it sends; what it withheld lands within its grant, no further."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -113,7 +111,6 @@ def test_a_board_claiming_its_grant_unsent_gets_less():
     wait_for(written, 10, "x's claim written off")
     # The lead freed by the write-off went mostly to h.
     for _ in range(3):
-        time.sleep(0.05)
         fleet.send("running", updates=10)
     x_more = grants.bound("x", 2) - first
     h_more = grants.bound("h", 1) - first
