@@ -180,3 +180,20 @@ def action_report(
         quantile=quantile,
         quantile_error=float(np.quantile(worst, quantile)),
     )
+
+
+def judge_actions(
+    a_lite: np.ndarray,
+    a_float: np.ndarray,
+    half_range: np.ndarray,
+    quantile: float,
+    max_allowed: float,
+    mean_allowed: float,
+) -> tuple[bool, dict[str, float]]:
+    """The export gate for a deterministic actor (TD3's, SAC's mean head): whether
+    ``action_report``'s figures pass, and the figures it was judged on."""
+    r = action_report(a_lite, a_float, half_range, quantile)
+    figures = {"max_action_error": r.max_error, "mean_action_error": r.mean_error}
+    if quantile < 1.0:
+        figures[f"q{quantile:g}_action_error"] = r.quantile_error
+    return r.passes(max_allowed, mean_allowed), figures

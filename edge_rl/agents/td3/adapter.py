@@ -16,7 +16,7 @@ import numpy as np
 from edge_rl.agents.algo import Algo, AlgoSetup
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.learning import TD3Learner
-from edge_rl.export.parity import action_report
+from edge_rl.export.parity import judge_actions
 from edge_rl.specs import EnvSpec
 
 
@@ -44,9 +44,11 @@ class TD3Algo(Algo):
 
     def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
         g = self.setup.gate
-        r = action_report(lite, reference, self.half_range, g.action_error_quantile)
-        ok = r.passes(g.max_action_error, g.mean_action_error)
-        figures = {"max_action_error": r.max_error, "mean_action_error": r.mean_error}
-        if g.action_error_quantile < 1.0:
-            figures[f"q{g.action_error_quantile:g}_action_error"] = r.quantile_error
-        return ok, figures
+        return judge_actions(
+            lite,
+            reference,
+            self.half_range,
+            g.action_error_quantile,
+            g.max_action_error,
+            g.mean_action_error,
+        )
