@@ -80,10 +80,13 @@ from edge_rl.wire.transitions import encode_transitions, rows_within
 
 log = logging.getLogger(__name__)
 
-# Longest sleep of a board that may not step (no credit, paused, no learner yet): a grant
-# or control message ends it at once; a spooled batch is retried and a new policy
-# reported at least this often.
+# A board that may not step (no credit, paused, no learner yet) sleeps until its next
+# status, unless a grant, a control or a loaded policy ends the sleep first; a spooled
+# batch is retried this often meanwhile.
 WAIT_TURN_S = 0.1
+# The longest sleep of a board whose loop serves its own connection: a loaded policy
+# cannot end that sleep (it is not news on the socket), so it is reported within this.
+OWN_IO_TURN_S = 1.0
 # The least time between two statuses (apart from the one on connect and the last one).
 MIN_STATUS_GAP_S = 0.05
 # How often the loop serves its transport between stints (training) or greedy steps
@@ -181,6 +184,7 @@ class ActorNode:
             max_tensor_bytes=board.max_tensor_bytes,
             runtime=board.runtime,
             models=models,
+            on_loaded=lambda: self.rc.nudge(),  # a waiting loop reports it (_wait_turn)
         )
         # A batch closed by count stays within max_batch_bytes, whatever the observation.
         rows = min(board.batch_size, rows_within(self.spec, board.max_batch_bytes))
@@ -344,8 +348,7 @@ class ActorNode:
                 lap("idle")  # status, bookkeeping, and the last sleep
                 self._ship(self.batcher.take())  # nothing sits in a batch while waiting
                 lap("publish")
-                # A policy loaded meanwhile is reported within this wait (its status).
-                self._wait(WAIT_TURN_S)
+                self._wait(self._wait_turn(next_status - time.monotonic()))
                 if self.rate is not None:  # a new schedule when stepping resumes
                     self.rate.restart()
                 continue
@@ -488,6 +491,22 @@ class ActorNode:
             self.transport.poll(seconds)
         else:
             self.rc.wait_news(seconds)
+
+    def _wait_turn(self, to_status: float) -> float:
+        """How long a board that may not step sleeps: until its next status is due (a
+        waiting board costs no wake-ups in between), shorter while a batch is spooled
+        (retried every ``WAIT_TURN_S``), a loaded policy is yet to be reported, or a
+        watchdog is to be read (every period)."""
+        turn = to_status
+        if len(self.spool):
+            turn = min(turn, WAIT_TURN_S)
+        if self.slot.version != self._reported_version:
+            turn = min(turn, max(MIN_STATUS_GAP_S, self.rc.status_interval_s))
+        if self.transport.owner_io:
+            turn = min(turn, OWN_IO_TURN_S)
+        if self.watchdog is not None:  # read again within one period, waiting or not
+            turn = min(turn, self.period_s)
+        return max(turn, 0.0)
 
     def _idle(self, seconds: float) -> None:
         """Until ``seconds`` have passed, serving the transport (a message does not end it):

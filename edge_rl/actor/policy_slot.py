@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from edge_rl.actor.shared_models import SharedModels, SharedRunner
@@ -71,11 +72,15 @@ class PolicySlot:
         max_tensor_bytes: int = 64_000_000,
         runtime: str = "ai_edge_litert",
         models: SharedModels | None = None,
+        on_loaded: Callable[[], None] | None = None,
     ):
         """``models``: the process's shared interpreters (actor/shared_models.py), for a
-        board group's boards; ``None``, a board of its own, builds its own."""
+        board group's boards; ``None``, a board of its own, builds its own. ``on_loaded``:
+        called on the slot's thread after each swap (a waiting actor loop wakes to report
+        it)."""
         self.spec = spec
         self.models = models
+        self._on_loaded = on_loaded  # the slot's thread, after each swap
         self.verifier = verifier
         self.run = run
         self.num_threads = num_threads
@@ -168,6 +173,8 @@ class PolicySlot:
                     return  # the actor joined another run start meanwhile
                 self.previous, self.current = self.current, loaded
             self.loaded += 1
+            if self._on_loaded is not None:
+                self._on_loaded()
         except CodecError as e:
             self._reject(e.reason, str(e))
         except Exception as e:  # noqa: BLE001 - a bad model must not kill the actor

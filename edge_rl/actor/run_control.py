@@ -163,6 +163,10 @@ class RunControl:
             changed, self._state_changed = self._state_changed, False
         return changed
 
+    def nudge(self) -> None:
+        """Any thread: end the loop's wait (a policy was loaded: its status is due)."""
+        self._news.set()
+
     def wait_news(self, timeout: float) -> None:
         """Sleep until a control message, a grant or a stop comes in, or ``timeout``: a
         board that may not step wakes when that may have changed, not a hundred times a
