@@ -108,12 +108,29 @@ NOTHING = Aligned({}, {}, 0.0, 0.0)
 
 def median_noise(values: Sequence[float]) -> float:
     """How far the median of ``values`` strays by chance, as the MAD of such medians over
-    boards would show it: 0.6745 × 1.2533 × std / √n. Late in a CartPole run honest
-    episodes return anything from 10 to 500, half of them or more at one end (their MAD is
-    then 0, so the standard deviation); four boards' medians of a few spread that widely."""
+    boards would show it: 0.6745 × the median's standard error, the larger of a normal's
+    estimate, 1.2533 × std / √n (late in a CartPole run honest episodes return anything
+    from 10 to 500, half of them or more at one end: their MAD is then 0, so the standard
+    deviation), and the data's own (``quantile_noise``)."""
     if len(values) < 2:
         return 0.0
-    return Z_SCALE * SPAN_SPREAD * float(np.std(values)) / len(values) ** 0.5
+    normal = Z_SCALE * SPAN_SPREAD * float(np.std(values)) / len(values) ** 0.5
+    return max(normal, quantile_noise(values))
+
+
+def quantile_noise(values: Sequence[float]) -> float:
+    """How far the median of ``values`` strays by chance (× 0.6745, as ``median_noise``),
+    read from their own quantiles, free of any assumption on their distribution's shape:
+    a median of n draws lands between the quantiles 0.5 ± 0.5 / √n about two times in
+    three (its rank strays by about √n / 2, a binomial's), so half the gap between them
+    is its standard error. Early in training the returns of one policy version can be two
+    clusters (the pole falls at once, or is held for a while): a median of a few sits in
+    either, and the normal's estimate, blind to the gap between them, is too small."""
+    if len(values) < 2:
+        return 0.0
+    q = min(0.5, 0.5 / len(values) ** 0.5)
+    low, high = np.quantile(np.asarray(values, float), [0.5 - q, 0.5 + q])
+    return Z_SCALE * float(high - low) / 2
 
 
 def aligned_figures(
@@ -258,14 +275,31 @@ class _Board:
         self.taken = 0
         self.refused = 0
         self.peak_z = 0.0
+        # The policy version the board's open episode began under (None: none open, or
+        # not known): an episode acted under two versions is not compared.
+        self.open_version: int | None = None
+        self.straddled = 0  # episodes left out so
 
     def add(
-        self, clock: int, reward: np.ndarray, returns: Iterable[float], version: int = 0
+        self,
+        clock: int,
+        reward: np.ndarray,
+        returns: Iterable[float],
+        version: int = 0,
+        ends_open: bool | None = None,
     ) -> None:
         r = reward.astype(np.float64)
         self.batches.append((clock, len(r), float(r.sum()), float(np.square(r).sum()), version))
         self.kept += len(r)
-        self.returns.extend((clock, float(x), version) for x in returns)
+        ended = [float(x) for x in returns]
+        if ended and self.open_version is not None and self.open_version != version:
+            ended, self.straddled = ended[1:], self.straddled + 1  # begun under another
+        self.returns.extend((clock, x, version) for x in ended)
+        if ends_open is not None:  # the open episode began in this batch, or goes on
+            begun_here = bool(returns) or self.open_version is None
+            self.open_version = (
+                (version if begun_here else self.open_version) if ends_open else None
+            )
         self.transitions += len(r)
         self.taken += 1
 
@@ -372,14 +406,24 @@ class BoardWatch:
     # --- ingest thread -----------------------------------------------------------------
 
     def accepted(
-        self, actor: str, reward: np.ndarray, returns: Iterable[float], version: int = 0
+        self,
+        actor: str,
+        reward: np.ndarray,
+        returns: Iterable[float],
+        version: int = 0,
+        ends_open: bool | None = None,
     ) -> None:
         """A batch of ``actor`` went into replay, acted under policy ``version``;
-        ``returns`` of the episodes it ended."""
+        ``returns`` of the episodes it ended; ``ends_open``: whether its last step left an
+        episode open (None: not known). An episode begun under one version and ended under
+        another is left out of the return rule: a board short of credit waits mid-episode
+        while the policy improves, and its stitched episodes returned more than the
+        fleet's of the same version (honest sim-03 and sim-00 were quarantined so, at
+        z 6.3 and 7.5, starved boards early in training)."""
         with self._lock:
             board = self._board(actor)
             if board is not None:
-                board.add(self._clock, reward, returns, version)
+                board.add(self._clock, reward, returns, version, ends_open)
                 board.expire(self._clock - self.cfg.stretch_steps)
             self._clock += len(reward)
 

@@ -153,7 +153,8 @@ class Ingest:
         done = (b.terminated | b.truncated)[:n]
         returns = self.accounting.accepted(key, b.seq, b.reward[:n], done)
         if self.watch is not None:
-            self.watch.accepted(b.actor_id, b.reward[:n], returns, b.policy_version)
+            ends_open = not bool(done[-1]) if n else None
+            self.watch.accepted(b.actor_id, b.reward[:n], returns, b.policy_version, ends_open)
             self._judge()
         return True
 

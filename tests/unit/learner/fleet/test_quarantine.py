@@ -11,7 +11,7 @@ import pytest
 from edge_rl.config import QuarantineConfig, RunConfig
 from edge_rl.envs import env_spec
 from edge_rl.learner.fleet.credit import Grants
-from edge_rl.learner.fleet.quarantine import BoardWatch, robust_z
+from edge_rl.learner.fleet.quarantine import Z_SCALE, BoardWatch, median_noise, robust_z
 from edge_rl.learner.ingest.ingest import Ingest
 from edge_rl.learner.node import ingest_for
 from edge_rl.learner.replay import ReplayBuffer
@@ -504,3 +504,55 @@ def test_boards_are_compared_only_under_the_same_policy_version():
     watch = fleet(versioned=True)
     watch.accepted("sly", np.full(400, 50.0, np.float32), [], 99)
     assert [v.actor for v in watch.judge(1_600, now=2.0)] == ["sly"]
+
+
+def early_two_clusters(rng: np.random.Generator) -> float:
+    """Early in a CartPole run: the pole falls at once (9-25) or is held a while (60-200)."""
+    return float(rng.integers(9, 26) if rng.random() < 0.55 else rng.integers(60, 200))
+
+
+@pytest.mark.parametrize("seed", [52, 70])
+def test_three_honest_boards_whose_returns_form_two_clusters_are_not_quarantined(seed):
+    """Seeds 52 and 70: one board's few episodes fell mostly in the upper cluster, the two
+    others' in the lower; with the median's noise from a normal's estimate alone it
+    scored a z of 6.2-7.0 (honest pi-03 and sim-00 were quarantined so, 3-board fleets
+    early in training). The median's own quantiles see the gap it can stray across."""
+    rng = np.random.default_rng(seed)
+    watch = BoardWatch(SHIPPED, every_s=0.0)
+    for t in range(20):
+        for actor in ("h0", "h1", "h2"):
+            ret = early_two_clusters(rng)
+            watch.accepted(actor, np.ones(int(ret), np.float32), [ret])
+        watch.judge(0, now=float(t))
+    assert watch.quarantined() == {}
+
+
+def test_a_median_s_noise_is_at_least_what_its_own_quantiles_show():
+    """Two clusters, half and half: the median strays across the gap between them."""
+    two = [10.0] * 10 + [100.0] * 10
+    assert median_noise(two) >= Z_SCALE * 45.0 * 0.99
+    # One cluster: the normal's estimate, as before.
+    rng = np.random.default_rng(0)
+    one = list(rng.normal(50.0, 10.0, 400))
+    normal = Z_SCALE * 1.2533 * float(np.std(one)) / 20.0
+    assert median_noise(one) == pytest.approx(normal, rel=0.35)
+
+
+def test_an_episode_acted_under_two_policy_versions_is_not_compared():
+    """A board short of credit waits mid-episode while the policy improves: its episode,
+    begun under v1 and ended under v3, returned more than the fleet's of v3 (honest starved
+    boards were quarantined so). Each board: a batch ending open under v1, then one under
+    v3 that ends it (return 150 for the starved board, whose v1 part was long) and holds
+    four whole episodes of v3."""
+    watch = BoardWatch(dataclasses.replace(SHIPPED, min_episodes=3), every_s=0.0)
+    for actor, first in {"a": 20.0, "b": 22.0, "c": 21.0, "starved": 150.0}.items():
+        watch.accepted(actor, np.ones(300, np.float32), [], 1, ends_open=True)
+        watch.accepted(actor, np.ones(300, np.float32), [first, 20, 21, 22, 20], 3, False)
+    assert watch.judge(0, now=0.0) == []
+    assert watch.stats().boards["starved"].median_return == pytest.approx(20.5)
+    # Not known whether an episode was open (ends_open None): every return counts, as before.
+    legacy = BoardWatch(dataclasses.replace(SHIPPED, min_episodes=3), every_s=0.0)
+    for actor, first in {"a": 20.0, "b": 22.0, "c": 21.0, "starved": 150.0}.items():
+        legacy.accepted(actor, np.ones(300, np.float32), [], 1)
+        legacy.accepted(actor, np.ones(300, np.float32), [first, 20, 21, 22, 20], 3)
+    assert legacy.stats().boards["starved"].median_return == pytest.approx(21.0)
