@@ -11,6 +11,7 @@ namespace, the run itself in a second one (``deploy_child``, started by ``deploy
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -36,11 +37,21 @@ from edge_rl.sim.fleet import Fleet, fleet_ids
 from edge_rl.transport.auth import BrokerAuth
 from edge_rl.transport.mqtt import MqttTransport, mqtt_connect
 from edge_rl.types import ActorStatus
-from edge_rl.wire.messages import encode_status
+from edge_rl.wire.envelope import CodecError
+from edge_rl.wire.messages import decode_status, decode_target, encode_status
+from edge_rl.wire.policy import encode_policy
 from edge_rl.wire.signing import Signer
 from edge_rl.wire.topics import Topics
 from edge_rl.wire.transitions import encode_transitions
-from tests.harness.attackers import MAX_SEQ, CompromisedBoard, PerfectBoard, cartpole_batch
+from tests.harness.attackers import (
+    MAX_SEQ,
+    BankingBoard,
+    CompromisedBoard,
+    DriftingBoard,
+    FlippedDoneBoard,
+    PerfectBoard,
+    cartpole_batch,
+)
 from tests.harness.floods import (
     BROKER_IP,
     NFT,
@@ -102,8 +113,16 @@ def wait_until(cond: Callable[[], bool], timeout: float, node: LearnerNode) -> b
     return cond()
 
 
-def train(cfg: RunConfig, access: Access, work: Path, hook: Hook | None) -> dict:
-    """One run of ``cfg`` with the honest fleet and ``hook`` attacking; its result."""
+def train(
+    cfg: RunConfig,
+    access: Access,
+    work: Path,
+    hook: Hook | None,
+    served: Callable[[LearnerNode], dict] | None = None,
+) -> dict:
+    """One run of ``cfg`` with the honest fleet and ``hook`` attacking; its result.
+    ``served``: run once the run has ended and while the fleet still serves it (its
+    result under ``"served"``)."""
     signer = Signer.load_or_create(work / "learner.key")
     signer.write_public(work / "learner.pub")
     fleet = Fleet(
@@ -134,13 +153,29 @@ def train(cfg: RunConfig, access: Access, work: Path, hook: Hook | None) -> dict
     with fleet:
         summary = node.run()
         log["fleet_exit_before_stop"] = fleet.exit_codes()
+        if served is not None:
+            log["served"] = served(node)
         fleet.stop()
     progress.stop()
     if attack is not None:
         attack.join(120)
+    log["summary_strict_json"] = strict_json_ok(work / "run" / "summary.json")
     stepping = [s for s in progress.samples if s[1] > 0]  # from the first env step on
     flat = flat_stretches(stepping, cfg.total_env_steps)
     return outcome(cfg, node, summary, log, flat, time.monotonic() - t0)
+
+
+def strict_json_ok(path: Path) -> bool:
+    """Whether ``path`` parses with a strict parser: NaN and infinities raise."""
+
+    def refuse(name: str) -> float:
+        raise ValueError(f"not JSON: {name}")
+
+    try:
+        json.loads(path.read_text(), parse_constant=refuse)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _guarded(hook: Hook, node: LearnerNode, log: dict) -> None:
@@ -169,6 +204,12 @@ def outcome(
         "actor_sessions_refused": summary["actor_sessions_refused"],
         "actors": sorted(summary["actors"]),
         "quarantined": summary["quarantined"],
+        "status_clamped": summary["status_clamped"],
+        "exports_failed": summary["exports_failed"],
+        "credit_withheld": summary["credit_withheld"],
+        "credit_written_off": summary["credit_written_off"],
+        "transitions_over_budget": summary["transitions_over_budget"],
+        "intruder_figures": summary["boards"].get(INTRUDER, {}),
         **stalls(flat, cfg),
         "wall_s": round(wall),
         **log,
@@ -190,7 +231,7 @@ def stalls(flat: list[tuple[int, float]], cfg: RunConfig) -> dict:
 def embedded(arm: str, seed: int, steps: int, out: Path, hook_for) -> dict:
     cfg = arm_config(arm, seed, steps)
     work = Path(tempfile.mkdtemp(prefix=f"{arm.replace(' ', '').replace(',', '-')}-", dir=out))
-    extra = (INTRUDER,) if arm == "wire" else (OUTLIER,) if arm.startswith("outlier") else ()
+    extra = () if arm == "clean" else (OUTLIER,) if arm.startswith("outlier") else (INTRUDER,)
     accounts = BrokerAccounts(actors=(*HONEST, *extra), root=cfg.transport.root, run=cfg.run)
     with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=work) as broker:
         access = Access(broker.url, broker.auth)
@@ -245,6 +286,230 @@ def wire_hook(access: Access, topics: Topics) -> Hook:
             evil.stop()
 
     return hook
+
+
+def board_hook(make: Callable[..., PerfectBoard], key: str) -> Callable[[Access, Topics], Hook]:
+    """A board of the run that follows its credit with ``make``'s data until the budget;
+    what it sent goes to the result under ``key``."""
+
+    def hook_for(access: Access, topics: Topics) -> Hook:
+        def hook(node: LearnerNode, log: dict) -> None:
+            board = make(access.url, access.login(INTRUDER), topics, node.run_id, INTRUDER)
+            board.start()
+            wait_until(lambda: False, 3600, node)  # it plays until the budget
+            board.stop()
+            log[key] = board.sent
+
+        return hook
+
+    return hook_for
+
+
+def banking_hook(access: Access, topics: Topics) -> Hook:
+    """Claims its whole grant as sent, delivers nothing until half the budget, then sends
+    every transition it claimed at once."""
+
+    def hook(node: LearnerNode, log: dict) -> None:
+        board = BankingBoard(
+            access.url,
+            access.login(INTRUDER),
+            topics,
+            node.run_id,
+            INTRUDER,
+            steps_now=lambda: node.env_steps,
+            dump_at=node.cfg.total_env_steps // 2,
+        )
+        board.start()
+        wait_until(lambda: False, 3600, node)
+        board.stop()
+        log["banked_claimed"], log["banked_dumped"] = board.claimed, board.dumped
+
+    return hook
+
+
+def spoof_hook(access: Access, topics: Topics) -> Hook:
+    """Statuses within its grant with returns of 1e300 and 1e308, 1e308 s in every runtime
+    bucket and 1e308 steps a second, every 2 s from its first grant to the budget."""
+
+    def hook(node: LearnerNode, log: dict) -> None:
+        evil = CompromisedBoard(access.url, access.login, topics, node.run_id, INTRUDER)
+        try:
+            evil.announce()
+            sent = 0
+            while node.env_steps < node.cfg.total_env_steps:
+                if node.grants.of(INTRUDER) is not None:
+                    evil.spoof_figures()
+                    sent += 2
+                time.sleep(2.0)
+            log["spoofed_statuses"] = sent
+        finally:
+            evil.stop()
+
+    return hook
+
+
+# --- rollouts: edge-rl deploy with a lying board among the served fleet ------------------
+
+LIAR = "liar"
+DEPLOY_FLAGS = (  # a short health window and quick waves, as tests/e2e/test_rollout.py
+    "--canary 0.25 --window 20 --min-episodes 3 --max-drop 0.1 --batch 3 --rate 6 --confirm 20"
+).split()
+
+
+def rollout(arm: str, seed: int, steps: int, out: Path) -> dict:
+    """The run of the example, clean; then, while its three boards serve it, five
+    ``edge-rl deploy`` calls, each attack after the same deploy without it: a random
+    network (clean; a board claiming a return of -1e300 for the policy served), a good
+    one (clean; a board claiming 1e300 and refusing what it is sent), a good one again
+    after the board leaves a retained status of version 2^53-1 and goes."""
+    cfg = arm_config(arm, seed, steps)
+    work = Path(tempfile.mkdtemp(prefix="rollout-", dir=out))
+    accounts = BrokerAccounts(actors=(*HONEST, LIAR), root=cfg.transport.root, run=cfg.run)
+    with EmbeddedBroker(kind="mosquitto", accounts=accounts, log_dir=work) as broker:
+        access = Access(broker.url, broker.auth)
+        topics = Topics(cfg.transport.root, cfg.run)
+        return train(cfg, access, work, None, lambda node: deploys(node, access, topics, work))
+
+
+def deploys(node: LearnerNode, access: Access, topics: Topics, work: Path) -> dict:
+    from tests.harness.cartpole_policies import MODELS, policy_bundle
+
+    signer = Signer.load_or_create(work / "learner.key")
+    learner = access.login("learner")
+
+    def deploy(model: str) -> dict:
+        bundle = policy_bundle(MODELS[model].read_bytes(), run="lab", run_id="lab-1", version=40)
+        path = work / f"{model}.bundle"
+        path.write_bytes(encode_policy(bundle, signer))
+        cmd = [str(Path(sys.executable).with_name("edge-rl")), "deploy", str(path)]
+        cmd += ["--broker", access.url, "--run", node.cfg.run, "--signing-key"]
+        cmd += [str(work / "learner.key"), "--bundle-key", str(work / "learner.pub")]
+        cmd += ["--username", learner.username, "--password-file", learner.password_file]
+        done = subprocess.run(
+            [*cmd, *DEPLOY_FLAGS, "--seed", str(node.cfg.seed), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        try:
+            got = json.loads(done.stdout)
+        except ValueError:
+            return {"exit": done.returncode, "error": done.stderr.strip()[-500:]}
+        keys = ("result", "version", "measured_candidate", "measured_baseline", "serving_new")
+        return {
+            "exit": done.returncode,
+            **{k: got.get(k) for k in keys},
+            "flagged": got.get("flagged", {}),
+        }
+
+    served = wait_serving(node, access, topics, 60)
+    if served is None:
+        return {"error": "the boards did not report serving"}
+    liar = Liar(access, topics, node.run_id, served)
+    try:
+        got = {"bad, clean": deploy("random")}
+        liar.say(-1e300)
+        got["bad, liar claims -1e300"] = deploy("random")
+        liar.say(None)  # it leaves the serving fleet while the clean deploy runs
+        got["good, clean"] = deploy("good2")
+        liar.serving = wait_serving(node, access, topics, 30) or liar.serving
+        liar.say(1e300, refuse=1)
+        got["good, liar claims 1e300 and refuses"] = deploy("good")
+        liar.serving = (MAX_SEQ, "c" * 64)
+        liar.say(500.0)
+        liar.leave()
+        got["good, liar's retained v2^53-1, liar gone"] = deploy("good2")
+    finally:
+        liar.leave()
+    return got
+
+
+class Liar:
+    """A serving board's statuses, told by the attacker on its own account (the liar of
+    ``tests/harness/attackers.LyingServer``, on this script's transport)."""
+
+    def __init__(self, access: Access, topics: Topics, run_id: str, serving: tuple[int, str]):
+        self.topics, self.run_id, self.serving = topics, run_id, serving
+        self.claim: float | None = None
+        self.refuse_on_target, self.refused = 0, 0
+        self.t = MqttTransport(
+            access.url,
+            f"actor-{LIAR}",
+            subscriptions=[(topics.target(LIAR), 1)],
+            on_message=self._on_target,
+            auth=access.login(LIAR),
+        )
+        self.t.start()
+        if not self.t.wait_connected(15):
+            raise ConnectionError("liar: cannot reach the broker")
+
+    def say(self, claim: float | None, refuse: int = 0) -> None:
+        """Claim ``claim`` as the return of what it serves (None: say nothing, its retained
+        status cleared)."""
+        self.claim, self.refuse_on_target = claim, refuse
+        if claim is None:
+            self.t.publish(self.topics.status(LIAR), b"", retain=True, wait=5)
+            return
+        version, digest = self.serving
+        status = ActorStatus(
+            LIAR,
+            "serving",
+            run_id=self.run_id,
+            session=1,
+            policy_version=version,
+            policy_digest=digest,
+            recent_return=claim,
+            served_episodes=100,
+            policies_failed=self.refused,
+        )
+        self.t.publish(self.topics.status(LIAR), encode_status(status), retain=True, wait=5)
+
+    def _on_target(self, _topic: str, payload: bytes) -> None:
+        if not payload or self.claim is None:
+            return
+        try:
+            target = decode_target(payload, 32 * 1024 * 1024)
+        except CodecError:
+            return
+        self.serving = (target.policy_version, target.model_sha256)
+        self.refused += self.refuse_on_target if target.bundle else 0
+        threading.Thread(target=self.say, args=(self.claim, self.refuse_on_target)).start()
+
+    def leave(self) -> None:
+        self.t.stop()
+
+
+def wait_serving(
+    node: LearnerNode, access: Access, topics: Topics, timeout: float
+) -> tuple[int, str] | None:
+    """(version, digest) the honest boards all report serving, once they agree."""
+    seen: dict[str, tuple[str, int, str]] = {}
+
+    def on_status(topic: str, payload: bytes) -> None:
+        with contextlib.suppress(CodecError):
+            s = decode_status(payload)
+            seen[s.actor_id] = (s.state, s.policy_version, s.policy_digest)
+
+    t = MqttTransport(
+        access.url,
+        "watch-serving",
+        subscriptions=[(topics.status(a), 1) for a in HONEST],
+        on_message=on_status,
+        auth=access.login("learner"),
+    )
+    t.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = {v for a, v in seen.items() if a in HONEST}
+            if len(seen.keys() & set(HONEST)) == len(HONEST) and len(got) == 1:
+                state, version, digest = got.pop()
+                if state == "serving":
+                    return version, digest
+            time.sleep(0.5)
+        return None
+    finally:
+        t.stop()
 
 
 # --- the deployment's broker, in namespaces: floods and another run's board -------------
@@ -511,11 +776,17 @@ EMBEDDED_HOOKS = {
     "wire": wire_hook,
     "outlier": outlier_hook,
     "outlier, no quarantine": outlier_hook,
+    "observations": board_hook(DriftingBoard, "drifting_sent"),
+    "done-flags": board_hook(FlippedDoneBoard, "flipped_sent"),
+    "banked-credit": banking_hook,
+    "spoofed-figures": spoof_hook,
 }
-ARMS = (*EMBEDDED_HOOKS, "stall-resume", "deploy")
+ARMS = (*EMBEDDED_HOOKS, "rollout", "stall-resume", "deploy")
 
 
 def run_arm(arm: str, seed: int, steps: int, out: Path) -> dict:
+    if arm == "rollout":
+        return rollout(arm, seed, steps, out)
     if arm == "deploy":
         return deploy(arm, seed, steps, out)
     if arm == "stall-resume":

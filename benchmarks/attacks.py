@@ -134,6 +134,36 @@ def _quarantine(r: dict) -> str:
     return f"quarantine at {q['env_steps']:,} (z {q['z']:.1f}), {q['rows_evicted']:,} evicted"
 
 
+def _observations(r: dict) -> str:
+    q = r["quarantined"].get(INTRUDER)
+    caught = f"; quarantined ({q['rule']})" if q else ""
+    return (
+        f"implausible_obs {r['rejected'].get('implausible_obs', 0)}; "
+        f"exports_failed {r['exports_failed']}{caught}"
+    )
+
+
+def _done_flags(r: dict) -> str:
+    q = r["quarantined"].get(INTRUDER)
+    refused = sum(r["rejected"].get(k, 0) for k in r["rejected"])
+    caught = f"quarantined ({q['rule']}) at {q['env_steps']:,}" if q else "not quarantined"
+    return f"{caught}; batches refused {refused}"
+
+
+def _banked(r: dict) -> str:
+    return (
+        f"claimed {r.get('banked_claimed', 0):,}, dumped {r.get('banked_dumped', 0):,}; "
+        f"credit_withheld {r['credit_withheld']:,}, over budget "
+        f"{r['transitions_over_budget']:,}"
+    )
+
+
+def _spoofed(r: dict) -> str:
+    shown = r["intruder_figures"].get("recent_return")
+    strict = "strict JSON" if r.get("summary_strict_json") else "NOT strict JSON"
+    return f"status_clamped {r['status_clamped']}; return recorded {shown}; {strict}"
+
+
 ROWS = [  # (attack, arm, refused-by cell, whose share)
     ("(a) 19,000 transitions of ±1e6 rewards", "wire", _counter("implausible_reward"), INTRUDER),
     ("(a) a plausible batch of its grant + 1", "wire", _counter("over_credit"), INTRUDER),
@@ -159,6 +189,20 @@ ROWS = [  # (attack, arm, refused-by cell, whose share)
     ("(d) a board of another run writes into this run", "deploy", _stranger, STRANGER),
     ("(e) 1,100 idle TCP connections from one address", "deploy", _flood, None),
     ("(f) 400 × 1.99 MB from a board of the run", "deploy", _payload, INTRUDER),
+    (
+        "(i) CartPole velocities of ±9.9e5, within the space",
+        "observations",
+        _observations,
+        INTRUDER,
+    ),
+    ("(j) done flags inverted, a seq skipped every batch", "done-flags", _done_flags, INTRUDER),
+    (
+        "(k) claims its grant as sent, dumps it at half the budget",
+        "banked-credit",
+        _banked,
+        INTRUDER,
+    ),
+    ("(l) statuses with returns of 1e300, 1e308 every 2 s", "spoofed-figures", _spoofed, INTRUDER),
     ("(h) an outlying board (every return 200)", "outlier", _quarantine, OUTLIER),
     ("(h) the same, quarantine off", "outlier, no quarantine", _quarantine, OUTLIER),
 ]
@@ -212,6 +256,10 @@ def table(results: list[dict]) -> str:
         f"{r['arm']} seed {r['seed']}: {r['attack_error']}" for r in results if "attack_error" in r
     ]
     note = "".join(f"\nattack failed: {e}" for e in errors)
+    strict = [r for r in results if "summary_strict_json" in r]
+    if strict:
+        ok = sum(bool(r["summary_strict_json"]) for r in strict)
+        note += f"\nsummary.json parses with a strict parser: {ok} of {len(strict)} runs"
     if not rows:
         return "no arm of the table ran" + note
     return (
@@ -219,6 +267,58 @@ def table(results: list[dict]) -> str:
         + md_table(HEADERS, rows)
         + note
     )
+
+
+ROLLOUTS = [  # (attack, its deploy, the clean deploy beside it)
+    (
+        "claims −1e300 for the policy served; a random network deployed",
+        "bad, liar claims -1e300",
+        "bad, clean",
+    ),
+    (
+        "claims 1e300, refuses what it is sent; a good policy deployed",
+        "good, liar claims 1e300 and refuses",
+        "good, clean",
+    ),
+    (
+        "a retained status of v2^53−1, its board gone; a good policy deployed",
+        "good, liar's retained v2^53-1, liar gone",
+        "good, clean",
+    ),
+]
+
+
+def _served(d: dict | None) -> str:
+    """What the fleet serves after a deploy: the new policy's measured return if it was
+    deployed, the previous one's if it was aborted."""
+    if not d or "result" not in d:
+        return "-" if not d else f"error: {d.get('error', '?')[:60]}"
+    measured = d["measured_candidate"] if d["result"] == "deployed" else d["measured_baseline"]
+    m = "-" if measured is None else f"{measured:.1f}"
+    return f"{d['result']} v{d['version']}: serves {m}"
+
+
+def rollout_table(results: list[dict]) -> str:
+    runs = sorted((r for r in results if r["arm"] == "rollout"), key=lambda r: r["seed"])
+    if not runs:
+        return ""
+    rows = []
+    for attack, attacked, clean in ROLLOUTS:
+        got = [r.get("served", {}) for r in runs]
+        flagged = " / ".join(
+            ", ".join(sorted(g.get(attacked, {}).get("flagged", {}))) or "-" for g in got
+        )
+        rows.append(
+            [
+                attack,
+                " / ".join(_served(g.get(attacked)) for g in got),
+                " / ".join(_served(g.get(clean)) for g in got),
+                flagged,
+            ]
+        )
+    seeds = " / ".join(str(r["seed"]) for r in runs)
+    head = ["rollout attack (a board of the run lies)", "attacked", "clean", "flagged"]
+    return f"\nrollouts after the run (a cell is seed {seeds})\n\n" + md_table(head, rows)
 
 
 def main() -> None:
@@ -236,7 +336,9 @@ def main() -> None:
         print(json.dumps(result), flush=True)
         return
     if args.table:
-        print(table([json.loads(x) for x in args.table.read_text().splitlines() if x.strip()]))
+        results = [json.loads(x) for x in args.table.read_text().splitlines() if x.strip()]
+        print(table(results))
+        print(rollout_table(results))
         return
     arms = [a.replace("_", ", ") for a in args.arms.split(",")]
     unknown = [a for a in arms if a not in ARMS]
@@ -259,6 +361,7 @@ def main() -> None:
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     print(table(results))
+    print(rollout_table(results))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ the learner stopped by SIGTERM a third of the way in (its fleet with it) and res
 Short budgets are early training: exploration still falling, policies changing fast (the
 stretch in which an honest board was quarantined at z 7.1). Columns:
 
-* fleet: boards; restart: whether the learner was stopped and resumed
+* fleet: boards; restart: whether the learner was stopped and resumed; slow board: with
+  ``--slow``, board sim-01 is frozen (SIGSTOP, by its PID) 3 s of every 5 and continued:
+  it steps in bursts, short of credit, behind the fleet's policy versions
 * quarantined: boards the rule isolated (an honest fleet: every one is a false positive)
 * peak |z|: the largest robust z-score any board reached (the rule fires past max_z)
 * judged: boards with enough data to be judged at the end; return: the deployed policy's
@@ -28,11 +30,13 @@ tests/e2e/security/test_quarantine_run.py check the rule and a real quarantine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +50,7 @@ HEADERS = [
     "seed",
     "fleet",
     "restart",
+    "slow board",
     "env steps",
     "quarantined",
     "peak |z|",
@@ -56,26 +61,82 @@ HEADERS = [
 
 
 def run_one(
-    example: str, seed: int, fleet: int, restart: bool, steps: int, out: Path, timeout: float
+    example: str,
+    seed: int,
+    fleet: int,
+    restart: bool,
+    steps: int,
+    out: Path,
+    timeout: float,
+    slow: bool = False,
 ) -> dict:
     """One honest run; its summary.json (None-filled if it did not finish)."""
-    name = f"{example}-s{seed}-f{fleet}{'-r' if restart else ''}"
+    name = f"{example}-s{seed}-f{fleet}{'-r' if restart else ''}{'-slow' if slow else ''}"
     run_dir = out / name
     edge_rl = str(Path(sys.executable).with_name("edge-rl"))
     cmd = [edge_rl, "learn", "--config", str(REPO / EXAMPLES[example]), "--seed", str(seed)]
     cmd += ["--fleet", str(fleet), "--run", f"qfp-{name}", "--set", f"total_env_steps={steps}"]
     cmd += ["--out", str(run_dir), "--json"]
-    head = {"example": example, "seed": seed, "fleet": fleet, "restart": restart}
+    head = {"example": example, "seed": seed, "fleet": fleet, "restart": restart, "slow": slow}
     with open(out / f"{name}.log", "w") as log:
         if restart:
             first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             _stop_at(first, run_dir, steps // 3, timeout)
             cmd = [edge_rl, "learn", "--resume", str(run_dir), "--keep-quarantine", "--json"]
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        stop = threading.Event()
+        if slow:
+            threading.Thread(target=_slow_board, args=(proc.pid, stop), daemon=True).start()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        finally:
+            stop.set()
     summary = run_dir / "summary.json"
     if proc.returncode != 0 or not summary.exists():
         return {**head, "failed": proc.returncode}
     return {**head, **json.loads(summary.read_text())}
+
+
+SLOW_BOARD = "sim-01"
+
+
+def _slow_board(learner: int, stop: threading.Event) -> None:
+    """Board ``SLOW_BOARD`` of the learner ``learner`` (found by its command line among the
+    learner's children, then stopped and continued by its PID): frozen 3 s of every 5, a
+    board that steps in bursts and falls behind the fleet's policy versions."""
+    pid = None
+    while pid is None and not stop.wait(0.5):
+        pid = _child_with(learner, ["--id", SLOW_BOARD])
+    while pid is not None and not stop.is_set():
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            stop.wait(3.0)
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            return
+        stop.wait(2.0)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _child_with(parent: int, args: list[str]) -> int | None:
+    """The child of ``parent`` whose command line holds ``args`` in a row (Linux /proc)."""
+    try:
+        children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    except OSError:
+        return None
+    for child in map(int, children):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if any(argv[i : i + len(args)] == args for i in range(len(argv))):
+            return child
+    return None
 
 
 def _stop_at(proc: subprocess.Popen, run_dir: Path, steps: int, timeout: float) -> None:
@@ -95,6 +156,7 @@ def _stop_at(proc: subprocess.Popen, run_dir: Path, steps: int, timeout: float) 
 def cells(s: dict) -> list:
     if "failed" in s:
         head = [s["example"], s["seed"], s["fleet"], "yes" if s["restart"] else "no"]
+        head.append("yes" if s.get("slow") else "no")
         return [*head, "-", f"run failed ({s['failed']})", "-", "-", "-", "-"]
     boards = s["boards"].values()
     peak = max((b["peak_z"] for b in boards), default=0.0)
@@ -105,6 +167,7 @@ def cells(s: dict) -> list:
         s["seed"],
         s["fleet"],
         "yes" if s["restart"] else "no",
+        "yes" if s.get("slow") else "no",
         f"{s['env_steps']:,}",
         ", ".join(sorted(s["quarantined"])) or "0",
         f"{peak:.2f}",
@@ -120,6 +183,9 @@ def main() -> None:
     p.add_argument("--examples", default="cartpole,pendulum")
     p.add_argument("--fleets", default="4", help="fleet sizes, comma-separated (3 to 8)")
     p.add_argument("--restart", action="store_true", help="also each run stopped and resumed")
+    p.add_argument(
+        "--slow", action="store_true", help=f"{SLOW_BOARD} frozen 3 s of every 5 (SIGSTOP)"
+    )
     p.add_argument("--cartpole-steps", type=int, default=50_000)
     p.add_argument("--pendulum-steps", type=int, default=20_000)
     p.add_argument("--out", type=Path, default=REPO / "runs" / "quarantine_fp")
@@ -134,7 +200,14 @@ def main() -> None:
             for seed in map(int, args.seeds.split(",")):
                 for restart in restarts:
                     s = run_one(
-                        example, seed, fleet, restart, steps[example], args.out, args.timeout
+                        example,
+                        seed,
+                        fleet,
+                        restart,
+                        steps[example],
+                        args.out,
+                        args.timeout,
+                        args.slow,
                     )
                     rows.append(cells(s))
                     print(" | ".join(map(str, rows[-1])), flush=True)

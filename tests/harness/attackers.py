@@ -11,6 +11,9 @@ benchmarks/attacks.py.
     evil.extras(grant) # rewards of 1e6 on a truncated episode, a status stall of its own
     evil.spoof_figures()  # returns of 1e300, 1e308; 1e308 s in every runtime bucket
 
+    DriftingBoard(...), FlippedDoneBoard(...)  # as PerfectBoard, with other data
+    BankingBoard(..., steps_now=lambda: node.env_steps, dump_at=n)  # claims, then dumps
+
 ``PerfectBoard`` plays by every rule ingest checks (its run id, its own topic, inside the
 observation space, CartPole's reward of exactly 1, within its grant) and sends data no
 honest board of the fleet sends: the pole never falls, every episode is truncated at
@@ -20,6 +23,7 @@ against the fleet's) tells it apart.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 
@@ -122,29 +126,92 @@ class PerfectBoard:
             n = min(self.credit - self.sent, 50)
             if n <= 0:
                 continue
-            step = self.sent + np.arange(n)
-            obs = np.zeros((n, 4), np.float32)
-            b = TransitionBatch(
-                self.actor,
-                self.session,
-                seq,
-                0,
-                obs,
-                (step % 2).astype(np.int64),
-                np.ones(n, np.float32),
-                obs,
-                np.zeros(n, bool),
-                step % self.episode == self.episode - 1,
-                run_id=self.run_id,
-            )
+            b = self.batch(seq, self.sent + np.arange(n))
             self.t.publish(self.topics.transitions(self.actor), encode_transitions(b))
-            seq, self.sent = seq + 1, self.sent + n
+            seq, self.sent = b.seq + 1, self.sent + n
             self._status("running")
+
+    def batch(self, seq: int, step: np.ndarray) -> TransitionBatch:
+        """The batch of env steps ``step`` [n]: the pole never falls."""
+        n = len(step)
+        obs = np.zeros((n, 4), np.float32)
+        return TransitionBatch(
+            self.actor,
+            self.session,
+            seq,
+            0,
+            obs,
+            (step % 2).astype(np.int64),
+            np.ones(n, np.float32),
+            obs,
+            np.zeros(n, bool),
+            step % self.episode == self.episode - 1,
+            run_id=self.run_id,
+        )
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
         self.t.stop()
+
+
+class DriftingBoard(PerfectBoard):
+    """Within every bound the space sets: CartPole's two velocities (unbounded in its
+    space) at ±9.9e5, under ``max_abs_observation``; episodes of 20 steps, reward 1. Its
+    rows, taken, would widen the int8 export's calibration until no export passed."""
+
+    def batch(self, seq: int, step: np.ndarray) -> TransitionBatch:
+        b = super().batch(seq, step)
+        rng = np.random.default_rng(seq)
+        obs = rng.normal(0.0, 0.05, (len(step), 4)).astype(np.float32)
+        obs[:, 1::2] = rng.choice([-9.9e5, 9.9e5], (len(step), 2))
+        ends = step % 20 == 19
+        return dataclasses.replace(
+            b, obs=obs, next_obs=obs, terminated=ends, truncated=np.zeros_like(ends)
+        )
+
+
+class FlippedDoneBoard(PerfectBoard):
+    """Done flags inverted: every row but the last of a batch ends an episode, and its
+    batches skip a seq each (as if one were lost), so no episode's return is whole."""
+
+    def batch(self, seq: int, step: np.ndarray) -> TransitionBatch:
+        b = super().batch(seq + 1, step)
+        rng = np.random.default_rng(seq)
+        obs = rng.normal(0.0, 0.05, (len(step), 4)).astype(np.float32)
+        done = np.ones(len(step), bool)
+        done[-1] = False
+        return dataclasses.replace(
+            b, obs=obs, next_obs=obs, terminated=done, truncated=np.zeros_like(done)
+        )
+
+
+class BankingBoard(PerfectBoard):
+    """Claims its whole grant as stepped and sent, delivers nothing; from ``dump_at`` of
+    the budget on, sends what it claimed, at once (its credit written off meanwhile)."""
+
+    def __init__(self, *args, steps_now: Callable[[], int], dump_at: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.steps_now, self.dump_at = steps_now, dump_at
+        self.claimed = 0
+        self.dumped = 0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            if self.steps_now() < self.dump_at:
+                self.claimed = max(self.claimed, self.credit)
+                self.sent = self.claimed  # what its statuses say it sent
+                self._status("running")
+                continue
+            if self.dumped:
+                continue
+            seq, left = 0, self.claimed
+            while left > 0:
+                n = min(left, 256)
+                b = self.batch(seq, np.arange(self.claimed - left, self.claimed - left + n))
+                self.t.publish(self.topics.transitions(self.actor), encode_transitions(b))
+                seq, left = seq + 1, left - n
+            self.dumped = self.claimed
 
 
 class CompromisedBoard:

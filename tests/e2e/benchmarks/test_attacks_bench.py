@@ -73,3 +73,49 @@ def test_attacks_outlier_and_wire_arms(tmp_path, mosquitto_available):
     ]
     quarantined = rows[-1].split("|")[3]
     assert ("quarantine at" in quarantined) == bool(outlier["quarantined"])
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+@pytest.mark.timeout(1000)
+def test_attacks_observation_done_flag_and_rollout_arms(tmp_path, mosquitto_available):
+    """Issue 32's attacks at a tiny budget: velocities of ±9.9e5 are refused by reason and
+    none of the board's rows is taken; a board with its done flags inverted holds no more
+    than its grant; a board lying during `edge-rl deploy` neither lets a random network
+    through nor vetoes a good policy, nor numbers the next one."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "attacks.py"),
+            "--seeds",
+            "1",
+            "--steps",
+            "3000",
+            "--arms",
+            "observations,done-flags,rollout",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    drift, flipped, rollout = results
+    assert drift["rejected"].get("implausible_obs", 0) >= 1, drift
+    assert drift["taken_by_actor"].get("intruder", 0) == 0 and drift["exports_failed"] == 0
+    assert 0 < flipped["flipped_sent"] and (
+        flipped["taken_by_actor"].get("intruder", 0) <= flipped["granted"]["intruder"]
+    )
+    assert all(r["env_steps"] == r["budget"] and r["summary_strict_json"] for r in results)
+    served = rollout["served"]
+    bad, bad_liar = served["bad, clean"], served["bad, liar claims -1e300"]
+    assert bad["result"] == bad_liar["result"] == "aborted", served
+    assert "liar" in bad_liar["flagged"]
+    good = served["good, liar claims 1e300 and refuses"]
+    assert good["result"] == "deployed" and "liar" in good["flagged"], served
+    last = served["good, liar's retained v2^53-1, liar gone"]
+    assert last["result"] == "deployed" and last["version"] == good["version"] + 1, served
+    assert "rollouts after the run" in proc.stdout
