@@ -279,6 +279,8 @@ class _Board:
         # not known): an episode acted under two versions is not compared.
         self.open_version: int | None = None
         self.straddled = 0  # episodes left out so
+        self.last_version = 0  # the newest version its batches named
+        self.monotonic = True  # its versions never went down (an honest board's do not)
 
     def add(
         self,
@@ -292,8 +294,13 @@ class _Board:
         self.batches.append((clock, len(r), float(r.sum()), float(np.square(r).sum()), version))
         self.kept += len(r)
         ended = [float(x) for x in returns]
-        if ended and self.open_version is not None and self.open_version != version:
-            ended, self.straddled = ended[1:], self.straddled + 1  # begun under another
+        # Only while the board's versions have only grown, as an honest board's do: one
+        # that names an older version after a newer one gains no exemption again.
+        self.monotonic &= version >= self.last_version
+        self.last_version = max(self.last_version, version)
+        carried = self.open_version is not None and self.open_version < version
+        if ended and carried and self.monotonic:
+            ended, self.straddled = ended[1:], self.straddled + 1  # begun under an older one
         self.returns.extend((clock, x, version) for x in ended)
         if ends_open is not None:  # the open episode began in this batch, or goes on
             begun_here = bool(returns) or self.open_version is None

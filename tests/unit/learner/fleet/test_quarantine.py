@@ -556,3 +556,12 @@ def test_an_episode_acted_under_two_policy_versions_is_not_compared():
         legacy.accepted(actor, np.ones(300, np.float32), [], 1)
         legacy.accepted(actor, np.ones(300, np.float32), [first, 20, 21, 22, 20], 3)
     assert legacy.stats().boards["starved"].median_return == pytest.approx(21.0)
+
+
+def test_a_board_whose_versions_go_back_gains_no_exemption():
+    """An honest board's versions only grow; one that names v1 after v3 (to make every
+    episode look carried across versions) has its episodes compared as they are."""
+    watch = BoardWatch(dataclasses.replace(SHIPPED, min_episodes=3), every_s=0.0)
+    for version in (3, 1, 3, 1, 3, 1, 3):
+        watch.accepted("evil", np.ones(100, np.float32), [200.0], version, ends_open=True)
+    assert watch.stats().boards["evil"].returns >= 5
