@@ -49,6 +49,7 @@ from tests.harness.attackers import (
     CompromisedBoard,
     DriftingBoard,
     FlippedDoneBoard,
+    HelloFlood,
     PerfectBoard,
     cartpole_batch,
 )
@@ -210,6 +211,7 @@ def outcome(
         "credit_written_off": summary["credit_written_off"],
         "transitions_over_budget": summary["transitions_over_budget"],
         "intruder_figures": summary["boards"].get(INTRUDER, {}),
+        "hellos": {k: summary.get(k, 0) for k in ("hellos_answered", "hellos_throttled")},
         **stalls(flat, cfg),
         "wall_s": round(wall),
         **log,
@@ -323,6 +325,26 @@ def banking_hook(access: Access, topics: Topics) -> Hook:
         wait_until(lambda: False, 3600, node)
         board.stop()
         log["banked_claimed"], log["banked_dumped"] = board.claimed, board.dumped
+
+    return hook
+
+
+HELLO_RATE = 200.0  # hellos a second from the flooding board
+
+
+def hello_hook(access: Access, topics: Topics) -> Hook:
+    """A board of the run says hello 200 times a second from the start to the budget: each
+    asks for the control, its credit and the policy again. The honest boards go on beside
+    it; none of them may be quarantined for the disorder it makes."""
+
+    def hook(node: LearnerNode, log: dict) -> None:
+        flood = HelloFlood(
+            access.url, access.login(INTRUDER), topics, node.run_id, INTRUDER, HELLO_RATE
+        )
+        flood.start()
+        wait_until(lambda: False, 3600, node)
+        flood.stop()
+        log["hellos_sent"] = flood.sent
 
     return hook
 
@@ -780,6 +802,7 @@ EMBEDDED_HOOKS = {
     "done-flags": board_hook(FlippedDoneBoard, "flipped_sent"),
     "banked-credit": banking_hook,
     "spoofed-figures": spoof_hook,
+    "hello-flood": hello_hook,
 }
 ARMS = (*EMBEDDED_HOOKS, "rollout", "stall-resume", "deploy")
 

@@ -164,6 +164,14 @@ def _spoofed(r: dict) -> str:
     return f"status_clamped {r['status_clamped']}; return recorded {shown}; {strict}"
 
 
+def _hellos(r: dict) -> str:
+    h = r.get("hellos", {})
+    return (
+        f"{r.get('hellos_sent', 0):,} sent: answered {h.get('hellos_answered', 0):,}, "
+        f"throttled {h.get('hellos_throttled', 0):,}; {_honest_quarantined(r)}"
+    )
+
+
 ROWS = [  # (attack, arm, refused-by cell, whose share)
     ("(a) 19,000 transitions of ±1e6 rewards", "wire", _counter("implausible_reward"), INTRUDER),
     ("(a) a plausible batch of its grant + 1", "wire", _counter("over_credit"), INTRUDER),
@@ -203,6 +211,7 @@ ROWS = [  # (attack, arm, refused-by cell, whose share)
         INTRUDER,
     ),
     ("(l) statuses with returns of 1e300, 1e308 every 2 s", "spoofed-figures", _spoofed, INTRUDER),
+    ("(m) 200 hellos a second from a board of the run", "hello-flood", _hellos, None),
     ("(h) an outlying board (every return 200)", "outlier", _quarantine, OUTLIER),
     ("(h) the same, quarantine off", "outlier, no quarantine", _quarantine, OUTLIER),
 ]

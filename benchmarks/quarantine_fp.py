@@ -17,7 +17,9 @@ stretch in which an honest board was quarantined at z 7.1). Columns:
 
 * fleet: boards; restart: whether the learner was stopped and resumed; slow board: with
   ``--slow``, board sim-01 is frozen (SIGSTOP, by its PID) 3 s of every 5 and continued:
-  it steps in bursts, short of credit, behind the fleet's policy versions
+  it steps in bursts, short of credit, behind the fleet's policy versions; board restart:
+  with ``--board-restart``, board sim-02 is killed (SIGKILL, by its PID) a third of the way
+  in and started again with its own command line and environment
 * quarantined: boards the rule isolated (an honest fleet: every one is a false positive)
 * peak |z|: the largest robust z-score any board reached (the rule fires past max_z)
 * judged: boards with enough data to be judged at the end; return: the deployed policy's
@@ -51,6 +53,7 @@ HEADERS = [
     "fleet",
     "restart",
     "slow board",
+    "board restart",
     "env steps",
     "quarantined",
     "peak |z|",
@@ -69,15 +72,18 @@ def run_one(
     out: Path,
     timeout: float,
     slow: bool = False,
+    board_restart: bool = False,
 ) -> dict:
     """One honest run; its summary.json (None-filled if it did not finish)."""
     name = f"{example}-s{seed}-f{fleet}{'-r' if restart else ''}{'-slow' if slow else ''}"
+    name += "-br" if board_restart else ""
     run_dir = out / name
     edge_rl = str(Path(sys.executable).with_name("edge-rl"))
     cmd = [edge_rl, "learn", "--config", str(REPO / EXAMPLES[example]), "--seed", str(seed)]
     cmd += ["--fleet", str(fleet), "--run", f"qfp-{name}", "--set", f"total_env_steps={steps}"]
     cmd += ["--out", str(run_dir), "--json"]
     head = {"example": example, "seed": seed, "fleet": fleet, "restart": restart, "slow": slow}
+    head["board_restart"] = board_restart
     with open(out / f"{name}.log", "w") as log:
         if restart:
             first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -87,6 +93,10 @@ def run_one(
         stop = threading.Event()
         if slow:
             threading.Thread(target=_slow_board, args=(proc.pid, stop), daemon=True).start()
+        restarted: list[subprocess.Popen] = []
+        if board_restart:
+            args = (proc.pid, run_dir, steps // 3, stop, restarted)
+            threading.Thread(target=_restart_board, args=args, daemon=True).start()
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -94,6 +104,12 @@ def run_one(
             proc.wait(30)
         finally:
             stop.set()
+            for board in restarted:  # it ends with the learner; bounded, by its PID
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    board.wait(30)
+                if board.poll() is None:
+                    board.kill()
+                    board.wait(10)
     summary = run_dir / "summary.json"
     if proc.returncode != 0 or not summary.exists():
         return {**head, "failed": proc.returncode}
@@ -121,6 +137,35 @@ def _slow_board(learner: int, stop: threading.Event) -> None:
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
+
+
+RESTARTED_BOARD = "sim-02"
+
+
+def _restart_board(
+    learner: int, run_dir: Path, at: int, stop: threading.Event, out: list[subprocess.Popen]
+) -> None:
+    """Board ``RESTARTED_BOARD`` killed (SIGKILL, by its PID) once the run passes ``at``
+    env steps, and started again at once with its own command line and environment: a
+    board that lost power and came back (a new session; it waits out the identity
+    window before it is granted again)."""
+    metrics = run_dir / "metrics.csv"
+    while not stop.wait(0.5):
+        rows = metrics.read_text().splitlines()[1:] if metrics.exists() else []
+        if rows and int(rows[-1].split(",")[1] or 0) >= at:
+            break
+    pid = _child_with(learner, ["--id", RESTARTED_BOARD])
+    if pid is None or stop.is_set():
+        return
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+        raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+        os.kill(pid, signal.SIGKILL)
+    except (OSError, ProcessLookupError):
+        return
+    env = dict(kv.split("=", 1) for kv in raw.split("\0") if "=" in kv)
+    stop.wait(1.0)
+    out.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
 
 
 def _child_with(parent: int, args: list[str]) -> int | None:
@@ -157,6 +202,7 @@ def cells(s: dict) -> list:
     if "failed" in s:
         head = [s["example"], s["seed"], s["fleet"], "yes" if s["restart"] else "no"]
         head.append("yes" if s.get("slow") else "no")
+        head.append("yes" if s.get("board_restart") else "no")
         return [*head, "-", f"run failed ({s['failed']})", "-", "-", "-", "-"]
     boards = s["boards"].values()
     peak = max((b["peak_z"] for b in boards), default=0.0)
@@ -168,6 +214,7 @@ def cells(s: dict) -> list:
         s["fleet"],
         "yes" if s["restart"] else "no",
         "yes" if s.get("slow") else "no",
+        "yes" if s.get("board_restart") else "no",
         f"{s['env_steps']:,}",
         ", ".join(sorted(s["quarantined"])) or "0",
         f"{peak:.2f}",
@@ -185,6 +232,11 @@ def main() -> None:
     p.add_argument("--restart", action="store_true", help="also each run stopped and resumed")
     p.add_argument(
         "--slow", action="store_true", help=f"{SLOW_BOARD} frozen 3 s of every 5 (SIGSTOP)"
+    )
+    p.add_argument(
+        "--board-restart",
+        action="store_true",
+        help=f"{RESTARTED_BOARD} killed (SIGKILL) a third of the way in and started again",
     )
     p.add_argument("--cartpole-steps", type=int, default=50_000)
     p.add_argument("--pendulum-steps", type=int, default=20_000)
@@ -208,6 +260,7 @@ def main() -> None:
                         args.out,
                         args.timeout,
                         args.slow,
+                        args.board_restart,
                     )
                     rows.append(cells(s))
                     print(" | ".join(map(str, rows[-1])), flush=True)

@@ -13,6 +13,7 @@ benchmarks/attacks.py.
 
     DriftingBoard(...), FlippedDoneBoard(...)  # as PerfectBoard, with other data
     BankingBoard(..., steps_now=lambda: node.env_steps, dump_at=n)  # claims, then dumps
+    HelloFlood(url, auth, topics, run_id, "intruder", rate=200).start()  # hellos, no end
 
 ``PerfectBoard`` plays by every rule ingest checks (its run id, its own topic, inside the
 observation space, CartPole's reward of exactly 1, within its grant) and sends data no
@@ -212,6 +213,43 @@ class BankingBoard(PerfectBoard):
                 self.t.publish(self.topics.transitions(self.actor), encode_transitions(b))
                 seq, left = seq + 1, left - n
             self.dumped = self.claimed
+
+
+class HelloFlood:
+    """A board of the run that says hello ``rate`` times a second on its own hello topic
+    (each asks the learner for its control, credit and policy again), until ``stop()``."""
+
+    def __init__(
+        self,
+        url: str,
+        auth: BrokerAuth | None,
+        topics: Topics,
+        run_id: str,
+        actor: str,
+        rate: float,
+    ) -> None:
+        self.topics, self.run_id, self.actor, self.rate = topics, run_id, actor, rate
+        self.sent = 0
+        self._stop = threading.Event()
+        self.t = MqttTransport(url, f"actor-{actor}", auth=auth)
+        self.t.start()
+        if not self.t.wait_connected(15):
+            raise ConnectionError(f"{actor}: cannot reach the broker at {url}")
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        hello = encode_status(ActorStatus(self.actor, "starting", run_id="", session=777))
+        topic = self.topics.actor_hello(self.actor)
+        while not self._stop.wait(1.0 / self.rate):
+            self.sent += bool(self.t.publish(topic, hello))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.t.stop()
 
 
 class CompromisedBoard:
