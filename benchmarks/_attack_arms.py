@@ -448,7 +448,7 @@ def deploys(node: LearnerNode, access: Access, topics: Topics, work: Path) -> di
 
 class Liar:
     """A serving board's statuses, told by the attacker on its own account (the liar of
-    ``tests/harness/attackers.LyingServer``, on this script's transport)."""
+    ``LyingServer`` of tests/harness/attackers.py, on this script's transport)."""
 
     def __init__(self, access: Access, topics: Topics, run_id: str, serving: tuple[int, str]):
         self.topics, self.run_id, self.serving = topics, run_id, serving

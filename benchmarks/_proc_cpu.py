@@ -33,7 +33,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _tree(root: int) -> list[int]:
+def tree(root: int) -> list[int]:
     seen, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -42,7 +42,7 @@ def _tree(root: int) -> list[int]:
     return seen
 
 
-def _cpu_s(stat_path: str) -> float | None:
+def cpu_s(stat_path: str) -> float | None:
     """utime + stime in seconds from a ``stat`` file; None when it is gone."""
     try:
         stat = Path(stat_path).read_text()
@@ -86,14 +86,14 @@ class TreeSampler:
         self._thread.join(timeout=10)
 
     def sample(self) -> None:
-        for pid in _tree(self.root):
+        for pid in tree(self.root):
             if pid not in self._cmdlines:
                 try:
                     raw = Path(f"/proc/{pid}/cmdline").read_bytes()
                 except OSError:
                     continue
                 self._cmdlines[pid] = raw.replace(b"\0", b" ").decode(errors="replace")
-            total, main = _cpu_s(f"/proc/{pid}/stat"), _cpu_s(f"/proc/{pid}/task/{pid}/stat")
+            total, main = cpu_s(f"/proc/{pid}/stat"), cpu_s(f"/proc/{pid}/task/{pid}/stat")
             if total is not None and main is not None:
                 self._cpu[pid] = (total, main)
 

@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from _common import md_table  # noqa: E402
-from _proc_cpu import _cpu_s, _tree  # noqa: E402
+from _proc_cpu import cpu_s, tree  # noqa: E402
 
 from edge_rl.broker.embedded import EmbeddedBroker  # noqa: E402
 from edge_rl.wire.signing import Signer  # noqa: E402
@@ -68,8 +68,8 @@ def switches(pid: int) -> tuple[int, int]:
 def sample(root: int) -> tuple[float, int, int]:
     """CPU seconds, voluntary switches and threads of the board hosts under ``root``."""
     cpu, wakes, threads = 0.0, 0, 0
-    for pid in _tree(root):
-        cpu += _cpu_s(f"/proc/{pid}/stat") or 0.0
+    for pid in tree(root):
+        cpu += cpu_s(f"/proc/{pid}/stat") or 0.0
         w, t = switches(pid)
         wakes, threads = wakes + w, threads + t
     return cpu, wakes, threads
@@ -107,7 +107,7 @@ def one(arm: str, boards: int, procs: int, window: float, baseline: Path | None)
                     time.sleep(1.0)
                 seen = connected(broker.log_path)
                 time.sleep(5.0)  # the last hellos answered (by nobody) and settled
-                broker_cpu = lambda: _cpu_s(f"/proc/{broker.pid}/stat") or 0.0  # noqa: E731
+                broker_cpu = lambda: cpu_s(f"/proc/{broker.pid}/stat") or 0.0  # noqa: E731
                 c0, w0, _ = sample(fleet.pid)
                 b0, t0 = broker_cpu(), time.monotonic()
                 time.sleep(window)
@@ -118,7 +118,7 @@ def one(arm: str, boards: int, procs: int, window: float, baseline: Path | None)
                 try:
                     fleet.wait(60)
                 except subprocess.TimeoutExpired:
-                    for pid in reversed(_tree(fleet.pid)):
+                    for pid in reversed(tree(fleet.pid)):
                         os.kill(pid, signal.SIGKILL)
                     fleet.wait(10)
     dt = t1 - t0
