@@ -1,7 +1,10 @@
 """benchmarks/idle_flood.py: idle sockets from 300 addresses (16 each, as host/edge-rl.nft
-lets in) against the shipped host/mosquitto.conf, and against the max_connections shipped
-before (4000): every valid login gets in with the shipped files, none with the old value.
-Root only (network namespaces), like tests/e2e/security/test_broker_limits.py."""
+lets in) against the shipped host/mosquitto.conf: every valid login gets in. The arm with
+the max_connections shipped before (4000) runs beside it for the table; whether its flood
+fills the 4000 before the logins depends on how fast Mosquitto accepts on the host (it
+refused 8 of 8 in two runs, 0 in one), so it is not asserted: the capacity the shipped
+files keep for 1,000 addresses is (test_shipped_limits_are_consistent). Root only
+(network namespaces), like tests/e2e/security/test_broker_limits.py."""
 
 from __future__ import annotations
 
@@ -42,4 +45,3 @@ def test_idle_sockets_from_300_addresses_refuse_no_login_with_the_shipped_files(
         assert int(row["opened"].replace(",", "")) <= 300 * 16
         assert int(row["opened"].replace(",", "")) >= 300 * 15
     assert shipped["logins refused"] == "0 of 8", shipped
-    assert old["logins refused"] != "0 of 8", old  # 4,000 slots: 250 addresses fill them

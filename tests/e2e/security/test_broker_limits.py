@@ -12,6 +12,7 @@ Measured numbers go to stdout (``pytest -s``) and into the test's ``record_prope
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import threading
 import time
@@ -53,6 +54,10 @@ def test_shipped_limits_are_consistent() -> None:
     inflight = setting(conf, "max_inflight_bytes")
     assert packet <= inflight < queued < setting(conf, "memory_limit")
     assert "tcp dport 8883" in NFT.read_text() and "listener 8883\n" in conf
+    # Idle sockets from 1,000 addresses, 16 each (what the nft rule lets in), fit under
+    # max_connections: 250 addresses filled the 4000 shipped before (docs/security.md).
+    per_address = int(re.search(r"ct count over (\d+)", NFT.read_text()).group(1))
+    assert setting(conf, "max_connections") >= 1000 * per_address
 
 
 # -- the deployment, in namespaces -------------------------------------------------------
