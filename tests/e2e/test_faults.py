@@ -67,7 +67,12 @@ def test_spool_overflow_while_the_broker_is_down(tmp_path, mosquitto_available):
     row = run(tmp_path, shortened("spool_overflow", down_s=bound(4.0)))
     dropped = sum(a["transitions_dropped"] for a in row.summary["actors"].values())
     assert row.causes["spool overflow"] == dropped > 0  # the fault did happen
-    assert row.causes["in transit"] == row.written_off  # the rest: with the broker
+    # The rest was lost with the broker, and its credit came back. Written off is the
+    # boards' claims less what had arrived when their counts stood still: a batch paho
+    # held unacknowledged through the outage and sent again after the write-off arrives
+    # late, so the write-off may exceed what was lost (124 against 78 once under
+    # `make test`).
+    assert row.written_off >= row.causes["in transit"] >= 0
 
 
 # Frozen longer than the run's credit_timeout_s, and short enough that the frozen actor
