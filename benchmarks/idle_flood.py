@@ -45,6 +45,7 @@ from _common import md_table  # noqa: E402
 from edge_rl.deploy.credentials import make_credentials  # noqa: E402
 from edge_rl.deploy.ids import Registry  # noqa: E402
 from tests.harness.floods import (  # noqa: E402
+    LOGIN_SCRIPT,
     NFT,
     Namespaces,
     installed_conf,
@@ -64,26 +65,8 @@ HEADERS += ["broker RSS MB before / held", "KB per held socket", "max_connection
 # In the client namespace: sockets from each source address, held; then the logins from
 # the namespace's first address, in a child (paho's select() cannot watch fd > 1023); a
 # result line, then the sockets are closed.
-SCRIPT = textwrap.dedent(
+SCRIPT = LOGIN_SCRIPT + textwrap.dedent(
     """
-    import json, selectors, socket, subprocess, sys, time
-
-    def login(ca, user, password):
-        import paho.mqtt.client as mqtt
-        got = []
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
-        c.username_pw_set(user, password)
-        c.tls_set(ca_certs=ca)
-        c.on_connect = lambda *a: got.append(not a[3].is_failure)
-        try:
-            c.connect("10.231.0.1", 8883, bind_address="10.231.0.3")
-        except OSError:
-            return False
-        end = time.monotonic() + 5
-        while not got and time.monotonic() < end:
-            c.loop(timeout=0.2)
-        c.disconnect()
-        return bool(got and got[0])
 
     if sys.argv[1] == "login":
         print(sum(login(*sys.argv[3:6]) for _ in range(int(sys.argv[2]))))

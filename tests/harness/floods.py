@@ -171,7 +171,9 @@ def rss_mb(pid: int) -> tuple[float, float]:
 # child process of their own: paho's select() cannot watch a descriptor above 1023. With
 # "hold" last, the sockets stay open after the result line until stdin closes, and a last
 # line says how many were still open then.
-FLOOD_SCRIPT = textwrap.dedent(
+# A valid login of a board from the client namespace's first address, True if it got in:
+# the flood scripts' (and benchmarks/idle_flood.py's) ``login``.
+LOGIN_SCRIPT = textwrap.dedent(
     """
     import json, selectors, socket, subprocess, sys, time
 
@@ -191,6 +193,10 @@ FLOOD_SCRIPT = textwrap.dedent(
             c.loop(timeout=0.2)
         c.disconnect()
         return bool(got and got[0])
+    """
+)
+FLOOD_SCRIPT = LOGIN_SCRIPT + textwrap.dedent(
+    """
 
     def flood(count):
         sel, socks, opened = selectors.DefaultSelector(), [], []
