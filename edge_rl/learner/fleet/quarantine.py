@@ -278,7 +278,6 @@ class _Board:
         # The policy version the board's open episode began under (None: none open, or
         # not known): an episode acted under two versions is not compared.
         self.open_version: int | None = None
-        self.straddled = 0  # episodes left out so
         self.last_version = 0  # the newest version its batches named
         self.monotonic = True  # its versions never went down (an honest board's do not)
 
@@ -300,7 +299,7 @@ class _Board:
         self.last_version = max(self.last_version, version)
         carried = self.open_version is not None and self.open_version < version
         if ended and carried and self.monotonic:
-            ended, self.straddled = ended[1:], self.straddled + 1  # begun under an older one
+            ended = ended[1:]  # begun under an older one
         self.returns.extend((clock, x, version) for x in ended)
         if ends_open is not None:  # the open episode began in this batch, or goes on
             begun_here = bool(returns) or self.open_version is None
