@@ -51,6 +51,7 @@ from tests.harness.attackers import (
     FlippedDoneBoard,
     HelloFlood,
     PerfectBoard,
+    board_transport,
     cartpole_batch,
 )
 from tests.harness.floods import (
@@ -454,16 +455,13 @@ class Liar:
         self.topics, self.run_id, self.serving = topics, run_id, serving
         self.claim: float | None = None
         self.refuse_on_target, self.refused = 0, 0
-        self.t = MqttTransport(
+        self.t = board_transport(
             access.url,
-            f"actor-{LIAR}",
+            LIAR,
+            access.login(LIAR),
             subscriptions=[(topics.target(LIAR), 1)],
             on_message=self._on_target,
-            auth=access.login(LIAR),
         )
-        self.t.start()
-        if not self.t.wait_connected(15):
-            raise ConnectionError("liar: cannot reach the broker")
 
     def say(self, claim: float | None, refuse: int = 0) -> None:
         """Claim ``claim`` as the return of what it serves (None: say nothing, its retained

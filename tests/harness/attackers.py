@@ -68,6 +68,16 @@ def cartpole_batch(
     )
 
 
+def board_transport(url: str, actor: str, auth: BrokerAuth | None, **kwargs) -> MqttTransport:
+    """A started transport under board ``actor``'s client id, connected (15 s at most)."""
+    t = MqttTransport(url, f"actor-{actor}", auth=auth, **kwargs)
+    t.start()
+    if not t.wait_connected(15):
+        t.stop()
+        raise ConnectionError(f"{actor}: cannot reach the broker at {url}")
+    return t
+
+
 class PerfectBoard:
     """A board that follows its credit like an honest one, with data no honest board of
     the fleet sends."""
@@ -86,16 +96,9 @@ class PerfectBoard:
         self.credit = 0
         self.sent = 0
         self._stop = threading.Event()
-        self.t = MqttTransport(
-            url,
-            f"actor-{actor}",
-            subscriptions=[(topics.credit(actor), 1)],
-            on_message=self._on_credit,
-            auth=auth,
+        self.t = board_transport(
+            url, actor, auth, subscriptions=[(topics.credit(actor), 1)], on_message=self._on_credit
         )
-        self.t.start()
-        if not self.t.wait_connected(15):
-            raise ConnectionError(f"{actor}: cannot reach the broker at {url}")
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _on_credit(self, _topic: str, payload: bytes) -> None:
@@ -231,10 +234,7 @@ class HelloFlood:
         self.topics, self.run_id, self.actor, self.rate = topics, run_id, actor, rate
         self.sent = 0
         self._stop = threading.Event()
-        self.t = MqttTransport(url, f"actor-{actor}", auth=auth)
-        self.t.start()
-        if not self.t.wait_connected(15):
-            raise ConnectionError(f"{actor}: cannot reach the broker at {url}")
+        self.t = board_transport(url, actor, auth)
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> None:
@@ -270,10 +270,7 @@ class CompromisedBoard:
         self.url, self.login, self.topics, self.run_id = url, login, topics, run_id
         self.actor, self.twin_of = actor, twin_of
         self.session = 4242
-        self.own = MqttTransport(url, f"actor-{actor}", auth=login(actor))
-        self.own.start()
-        if not self.own.wait_connected(15):
-            raise ConnectionError(f"{actor}: cannot reach the broker at {url}")
+        self.own = board_transport(url, actor, login(actor))
 
     def announce(self) -> None:
         status = ActorStatus(self.actor, "running", run_id=self.run_id, session=self.session)

@@ -17,22 +17,13 @@ from tests.harness.paths import REPO
 STEPS = 4000
 
 
-@pytest.mark.slow
-@pytest.mark.bench
-@pytest.mark.timeout(1000)
-def test_attacks_outlier_and_wire_arms(tmp_path, mosquitto_available):
+def run_attacks(tmp_path, steps: int, arms: str) -> tuple[subprocess.CompletedProcess, list]:
+    """benchmarks/attacks.py on seed 1 at ``steps`` with ``arms``: its output and results."""
     proc = subprocess.run(
         [
             sys.executable,
             str(REPO / "benchmarks" / "attacks.py"),
-            "--seeds",
-            "1",
-            "--steps",
-            str(STEPS),
-            "--arms",
-            "outlier,wire",
-            "--out",
-            str(tmp_path),
+            *("--seeds", "1", "--steps", str(steps), "--arms", arms, "--out", str(tmp_path)),
         ],
         capture_output=True,
         text=True,
@@ -40,7 +31,15 @@ def test_attacks_outlier_and_wire_arms(tmp_path, mosquitto_available):
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    return proc, [json.loads(x) for x in lines]
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+@pytest.mark.timeout(1000)
+def test_attacks_outlier_and_wire_arms(tmp_path, mosquitto_available):
+    proc, results = run_attacks(tmp_path, STEPS, "outlier,wire")
     outlier, wire = results
     assert (outlier["seed"], outlier["arm"], outlier["env_steps"]) == (1, "outlier", STEPS)
     # At 4,000 steps the outlier (200-step episodes, a quarter of the credit at most) may
@@ -83,26 +82,7 @@ def test_attacks_observation_done_flag_and_rollout_arms(tmp_path, mosquitto_avai
     none of the board's rows is taken; a board with its done flags inverted holds no more
     than its grant; a board lying during `edge-rl deploy` neither lets a random network
     through nor vetoes a good policy, nor numbers the next one."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "attacks.py"),
-            "--seeds",
-            "1",
-            "--steps",
-            "3000",
-            "--arms",
-            "observations,done-flags,rollout",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    proc, results = run_attacks(tmp_path, 3000, "observations,done-flags,rollout")
     drift, flipped, rollout = results
     assert drift["rejected"].get("implausible_obs", 0) >= 1, drift
     assert drift["taken_by_actor"].get("intruder", 0) == 0 and drift["exports_failed"] == 0
