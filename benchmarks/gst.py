@@ -16,7 +16,9 @@ The compressed arms keep the exporter's per-row int8 weight scales (about 6 KB m
 publish than one scale per layer, which cost them most of their exports at the parity gate;
 docs/gst.md) and judge TD3's action error at its 0.99 quantile over the held-out
 observations, not at the single worst one. Each arm's run directory is kept under --out;
---reuse prints the table from run directories that already have a summary.json. Prints a
+--reuse prints the table from run directories that already have a summary.json. A long
+benchmark can be run in pieces: stop it (SIGTERM or Ctrl-C: every arm checkpoints and
+stops), and the same command later resumes each unfinished arm from its checkpoint. Prints a
 markdown table; --plots DIR writes `edge-rl report`'s PNGs and report.md for the arms
 (return, compression and payload bytes over training).
 """
@@ -29,7 +31,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _arms import run_arms  # noqa: E402
+from _arms import finished, run_arms  # noqa: E402
 from _common import md_table  # noqa: E402
 
 COMPRESSED = ["--set", "export.codec=blocks", "--set", "export.action_error_quantile=0.99"]
@@ -71,7 +73,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Path]:
     todo = {
         arm: (d, [*flags, *ARMS[arm], *(QUICK if args.quick else []), *user])
         for arm, d in dirs.items()
-        if not (args.reuse and (d / "summary.json").exists())
+        if not (args.reuse and finished(d))
     }
     if todo:
         run_arms(todo, poll=args.poll)
