@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/actorq.py --config examples/cartpole_dqn.yaml --seeds 0 1
     .venv/bin/python benchmarks/actorq.py --config benchmarks/configs/cartpole_dqn_large.yaml
     .venv/bin/python benchmarks/actorq.py --config examples/cartpole_dqn.yaml --quick
+    .venv/bin/python benchmarks/actorq.py --config benchmarks/configs/cartpole_dqn_pizero.yaml \
+        --precisions fp32 int8 --seeds 0 1 2          # ActorQ's regime: ~30 min
 
 QuaRL (Krishnan et al., TMLR 2022) trains with a full-precision learner and int8 actors
 and reports end-to-end speed-ups (time to a reward) and carbon savings against fp32
@@ -12,13 +14,17 @@ Here one `edge-rl learn` per precision (`export.precision`), same config, seed a
 all arms of a seed run at the same time, so that on a shared machine each gets the same
 share of the CPU and wall times compare (as benchmarks/gst.py). Each arm's run directory
 is kept under --out; --reuse prints the table from run directories that have a
-summary.json. Prints one markdown table (also written to OUT/table.md, with the raw
-figures in OUT/results.json); each column is defined in HEADERS below.
+summary.json (a run stopped part-way resumes from its checkpoint: benchmarks/_arms.py).
+Prints one markdown table (also written to OUT/table.md, with the raw figures in
+OUT/results.json); each column is defined in HEADERS below.
 
 Reading it: the learner grants the fleet env-step credit at the replay ratio, so actors
 that are faster than the learner only wait longer ("actor idle %"). Precision can shorten
-the time to the threshold only when the actors are the bottleneck (idle % near 0); the
-actor-side columns and the fleet's energy show its effect either way.
+the time to the threshold only when the actors are the bottleneck (actor idle % near 0,
+"learner idle %" high: the learner waiting for their data); the actor-side columns and the
+fleet's energy show its effect either way. "model speed-up" predicts an arm's speed-up from
+the fp32 arm's figures and the actors' per-step speed alone (predicted_speed_up); with more
+than one seed a second table gives each figure's mean ± std over the seeds.
 
 A policy that cannot be shipped makes an arm meaningless (its actors would act randomly
 all run), so before starting, each arm's model size is estimated from the config and
@@ -41,7 +47,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _arms import ROOT, run_arms  # noqa: E402
+from _arms import ROOT, finished, run_arms  # noqa: E402
 from _common import md_table  # noqa: E402
 
 PRECISIONS = ("fp32", "fp16", "int8")  # fp32 first: the reference of the ratios
@@ -109,7 +115,7 @@ def run_seed(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Path]:
     todo = {
         p: (d, [*flags, *arm_args(args, algo, p)])
         for p, d in dirs.items()
-        if not (args.reuse and (d / "summary.json").exists())
+        if not (args.reuse and finished(d))
     }
     if todo:
         run_arms(todo, poll=args.poll)
@@ -218,6 +224,7 @@ def figures(d: Path, threshold: float) -> dict[str, Any]:
     random_steps = pubs[0]["env_steps"] if pubs else s["env_steps"]
     loads = sum(1 for p in pubs if p["env_steps"] < s["env_steps"])
     model_steps = sum(steps.values()) - random_steps
+    main = (rb.get("learner") or {}).get("main") or {}
     energy = s.get("energy") or {}
     learner, fleet_e = energy.get("learner") or {}, energy.get("fleet") or {}
     kg = [learner.get("kg_co2e"), fleet_e.get("kg_co2e")]
@@ -236,6 +243,12 @@ def figures(d: Path, threshold: float) -> dict[str, Any]:
         "actor_steps_per_s": _rate(steps, actors, busy=False),
         "actor_busy_steps_per_s": _rate(steps, actors, busy=True),
         "actor_idle_pct": 100 * fleet["idle"] / fleet["wall"] if fleet.get("wall") else None,
+        # The learner's main thread waiting for data: the share of the run the fleet set.
+        "learner_idle_pct": 100 * main["idle"] / main["wall"] if main.get("wall") else None,
+        "learner_busy_s": main["wall"] - main["idle"] if main.get("wall") else None,
+        "fleet_busy_s": statistics.fmean(b["wall"] - b.get("idle", 0.0) for b in actors.values())
+        if actors
+        else None,
         "inference_us": 1e6 * fleet["inference"] / model_steps if model_steps > 0 else None,
         "model_load_ms": 1e3 * fleet["model_load"] / (loads * len(actors)) if loads else None,
         "receive_ms": 1e3 * fleet["policy_receive"] / (loads * len(actors)) if loads else None,
@@ -258,6 +271,19 @@ def _rate(steps: dict[str, int], actors: dict[str, dict], busy: bool) -> float |
     return statistics.fmean(n / t for n, t in zip(steps.values(), secs, strict=True))
 
 
+def predicted_speed_up(ref: dict[str, Any], arm: dict[str, Any]) -> float | None:
+    """How much shorter ``arm``'s run should be than the fp32 ``ref``'s, from ``ref``'s own
+    figures and the actors' per-step speed alone: the learner's busy time stays, the
+    fleet's busy time shrinks by the ratio of busy steps/s, and the longer of the two sets
+    the wall: ``max(fleet, learner) / max(fleet / speed, learner)``. A learner-bound run
+    (fleet << learner) predicts 1.0x whatever the actors' speed."""
+    tf, tl = ref.get("fleet_busy_s"), ref.get("learner_busy_s")
+    s_ref, s_arm = ref.get("actor_busy_steps_per_s"), arm.get("actor_busy_steps_per_s")
+    if not (tf and tl and s_ref and s_arm):
+        return None
+    return max(tf, tl) / max(tf * s_ref / s_arm, tl)
+
+
 # --- the table ---------------------------------------------------------------------------
 
 HEADERS = [
@@ -269,10 +295,12 @@ HEADERS = [
     "greedy: time to R (s)",  # wall s when the first policy scoring >= R was published
     "greedy: env steps at R",  # (selection score: greedy episodes on the host, LiteRT)
     "greedy: speed-up",  # fp32's greedy time to R / this arm's
+    "model speed-up",  # predicted_speed_up: fp32's run with this arm's busy steps/s
     "final return",  # mean ± std of the deployed model's greedy eval (summary)
     "actor steps/s",  # per actor: env steps / its loop's wall; mean over actors
     "busy steps/s",  # the same over wall - idle: the actor's own speed
     "actor idle %",  # fleet idle / fleet wall: waiting for credit, the broker
+    "learner idle %",  # learner main thread idle / wall: waiting for the fleet's data
     "inference µs/step",  # fleet inference s / env steps acted by a model (host clock)
     "model load ms",  # fleet model_load s / (publishes loaded x actors)
     "receive ms",  # fleet policy_receive s (decode, zlib, sha256) / the same
@@ -292,6 +320,10 @@ def _num(x: float | None, fmt: str, missing: str = "-") -> str:
     return missing if x is None else format(x, fmt)
 
 
+def _times(x: float | None) -> str:
+    return f"{x:.2f}×" if x else "-"
+
+
 def _ratio(ref: float | None, x: float | None) -> str:
     return f"{ref / x:.2f}×" if ref and x else "-"
 
@@ -308,10 +340,12 @@ def row(f: dict[str, Any], ref: dict[str, Any] | None) -> list[str]:
         _num(f["greedy_time_to_threshold_s"], ".1f", "not reached"),
         _num(f["greedy_env_steps_at_threshold"], "d", "-"),
         _ratio(ref.get("greedy_time_to_threshold_s"), f["greedy_time_to_threshold_s"]),
+        _times(predicted_speed_up(ref, f)),
         f"{ret:.1f} ± {f['final_return_std']:.1f}" if ret is not None else "-",
         _num(f["actor_steps_per_s"], ".0f"),
         _num(f["actor_busy_steps_per_s"], ".0f"),
         _num(f["actor_idle_pct"], ".1f"),
+        _num(f["learner_idle_pct"], ".1f"),
         _num(f["inference_us"], ".1f"),
         _num(f["model_load_ms"], ".2f"),
         _num(f["receive_ms"], ".2f"),
@@ -334,6 +368,77 @@ def table(all_dirs: list[dict[str, Path]], threshold: float) -> tuple[str, list[
         rows += [row(f, figs.get("fp32")) for f in figs.values()]
         raw += [{"run_dir": str(dirs[p]), **f} for p, f in figs.items()]
     return md_table(HEADERS, rows), raw
+
+
+SEED_HEADERS = [
+    "arm",
+    "seeds",
+    "learner idle %",  # mean over seeds: the share of the run the fleet set
+    "busy steps/s",  # mean over seeds
+    "greedy: time to R (s)",  # mean ± std over the seeds that reached R (k of n)
+    "greedy: speed-up",  # per seed, fp32's greedy time to R / this arm's: mean ± std
+    "fleet: speed-up",  # the same for the fleet's exploring return
+    "model speed-up",  # per seed, predicted_speed_up: mean ± std
+    "wall speed-up",  # per seed, fp32's wall / this arm's: what the model predicts
+    "final return",  # mean ± std over seeds of the deployed policy's eval
+    "CO2 g",  # mean over seeds
+    "CO2 ratio vs fp32",  # per seed, fp32's CO2 / this arm's: mean ± std
+]
+
+
+def _spread(xs: list[float | None], fmt: str, unit: str = "") -> str:
+    """``mean ± std`` of the values that exist, with ``(k of n)`` if some do not."""
+    got = [x for x in xs if x is not None]
+    if not got:
+        return "-"
+    std = statistics.stdev(got) if len(got) > 1 else 0.0
+    text = f"{format(statistics.fmean(got), fmt)}{unit} ± {format(std, fmt)}"
+    return text if len(got) == len(xs) else f"{text} ({len(got)} of {len(xs)})"
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def seed_table(raw: list[dict[str, Any]]) -> str:
+    """One row per precision over the seeds: the spread of each figure and of each seed's
+    ratio to the same seed's fp32 arm."""
+    ref = {f["seed"]: f for f in raw if f["precision"] == "fp32"}
+    rows = []
+    for precision in [p for p in PRECISIONS if any(f["precision"] == p for f in raw)]:
+        arms = [f for f in raw if f["precision"] == precision]
+        pairs = [(ref.get(f["seed"]) or {}, f) for f in arms]
+        rows.append(
+            [
+                precision,
+                ", ".join(str(f["seed"]) for f in arms),
+                _spread([f["learner_idle_pct"] for f in arms], ".1f"),
+                _spread([f["actor_busy_steps_per_s"] for f in arms], ".0f"),
+                _spread([f["greedy_time_to_threshold_s"] for f in arms], ".0f"),
+                _spread(
+                    [
+                        _div(r.get("greedy_time_to_threshold_s"), f["greedy_time_to_threshold_s"])
+                        for r, f in pairs
+                    ],
+                    ".2f",
+                    "×",
+                ),
+                _spread(
+                    [
+                        _div(r.get("time_to_threshold_s"), f["time_to_threshold_s"])
+                        for r, f in pairs
+                    ],
+                    ".2f",
+                    "×",
+                ),
+                _spread([predicted_speed_up(r, f) for r, f in pairs], ".2f", "×"),
+                _spread([_div(r.get("wall_s"), f["wall_s"]) for r, f in pairs], ".2f", "×"),
+                _spread([f["final_return"] for f in arms], ".1f"),
+                _spread([f["kg_co2e"] and f["kg_co2e"] * 1e3 for f in arms], ".3g"),
+                _spread([_div(r.get("kg_co2e"), f["kg_co2e"]) for r, f in pairs], ".2f", "×"),
+            ]
+        )
+    return md_table(SEED_HEADERS, rows)
 
 
 def main() -> None:
@@ -370,6 +475,8 @@ def main() -> None:
         raise SystemExit("policies that cannot be shipped:\n  " + "\n  ".join(problems))
     all_dirs = [run_seed(args, algo, seed) for seed in args.seeds]
     text, raw = table(all_dirs, threshold)
+    if len(args.seeds) > 1:
+        text += "\n\nOver the seeds (mean ± std):\n\n" + seed_table(raw)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table.md").write_text(text + "\n")
     (args.out / "results.json").write_text(

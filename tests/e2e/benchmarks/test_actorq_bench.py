@@ -333,3 +333,50 @@ def test_the_quick_runs_subprocess_timeout_is_reachable():
     ):
         marks = {m.name: m for m in test.pytestmark}
         assert "slow" in marks and marks["timeout"].args[0] > BENCH_TIMEOUT_S, test.__name__
+
+
+def test_the_model_caps_the_speed_up_where_the_learner_sets_the_pace():
+    ref = {"fleet_busy_s": 100.0, "learner_busy_s": 40.0, "actor_busy_steps_per_s": 100.0}
+    # The fleet set the pace: 2.5x faster actors, 2.5x shorter run (100 s -> 40 s).
+    assert actorq.predicted_speed_up(ref, {"actor_busy_steps_per_s": 250.0}) == 2.5
+    # 10x faster actors: the learner's 40 s is now the longer part, and the cap.
+    assert actorq.predicted_speed_up(ref, {"actor_busy_steps_per_s": 1000.0}) == 2.5
+    # A learner-bound run (the earlier ones here): no speed-up whatever the actors do.
+    learner_bound = {**ref, "fleet_busy_s": 10.0, "learner_busy_s": 100.0}
+    assert actorq.predicted_speed_up(learner_bound, {"actor_busy_steps_per_s": 700.0}) == 1.0
+    assert actorq.predicted_speed_up({}, {"actor_busy_steps_per_s": 700.0}) is None
+
+
+def test_the_seed_table_spreads_each_seed_s_ratio_to_its_own_fp32_arm():
+    def arm(precision, seed, greedy_s, wall_s, busy, kg):
+        return {
+            "precision": precision,
+            "seed": seed,
+            "learner_idle_pct": 50.0,
+            "actor_busy_steps_per_s": busy,
+            "greedy_time_to_threshold_s": greedy_s,
+            "time_to_threshold_s": None,
+            "final_return": 500.0,
+            "kg_co2e": kg,
+            "wall_s": wall_s,
+            "fleet_busy_s": wall_s,
+            "learner_busy_s": wall_s / 4,
+        }
+
+    raw = [
+        arm("fp32", 0, 300.0, 400.0, 100.0, 4e-3),
+        arm("int8", 0, 100.0, 200.0, 200.0, 2e-3),
+        arm("fp32", 1, 200.0, 400.0, 100.0, 4e-3),
+        arm("int8", 1, None, 200.0, 200.0, 1e-3),
+    ]
+    lines = actorq.seed_table(raw).splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {r[0]: r for r in ([c.strip() for c in x.strip("|").split("|")] for x in lines[2:])}
+    int8 = dict(zip(header, rows["int8"], strict=True))
+    assert int8["seeds"] == "0, 1"
+    assert int8["greedy: speed-up"] == "3.00× ± 0.00 (1 of 2)"  # seed 1 never reached R
+    assert int8["fleet: speed-up"] == "-"
+    assert int8["model speed-up"] == "2.00× ± 0.00"  # 2x faster actors, fleet-bound fp32
+    assert int8["wall speed-up"] == "2.00× ± 0.00"
+    assert int8["CO2 ratio vs fp32"] == "3.00× ± 1.41"  # 2x and 4x
+    assert dict(zip(header, rows["fp32"], strict=True))["wall speed-up"] == "1.00× ± 0.00"
