@@ -3,6 +3,7 @@
     algo = make_algo(name, config, spec, setup)   # agents/registry.py
     metrics = algo.update(replay.sample(algo.batch_size), steps)  # one compiled call
     net = algo.policy_network                     # what is exported and deployed
+    weights = algo.deployable_weights(net.get_weights())  # as exported (DQN: centred Q)
     exploration = algo.exploration(env_steps)     # goes into the manifest
     ok, report = algo.judge(lite, reference)      # the parity gate before publishing
     algo.state(), algo.load_state(s), algo.stats()  # checkpoint and summary
@@ -122,6 +123,12 @@ class Algo:
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         raise NotImplementedError
+
+    def deployable_weights(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        """The policy network's weights (``get_weights()`` order) as they are exported: the
+        same network by default; an algorithm may change what its boards compute without
+        changing what they do (DQN centres its Q-values)."""
+        return weights
 
     def judge(self, lite: np.ndarray, reference: np.ndarray) -> tuple[bool, dict[str, float]]:
         """The export gate on the two models' outputs on the parity observations (LiteRT's

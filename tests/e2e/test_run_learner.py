@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import logging
 
+import numpy as np
 import pytest
 
 from edge_rl.config import load_run_config
 from edge_rl.learner.run import LearnOptions, run_learner
+from tests.harness.lite import lite_outputs
 from tests.harness.paths import REPO
 
 ROOT = REPO
@@ -46,6 +48,11 @@ def test_run_learner_in_process_on_an_embedded_mosquitto(tmp_path, mosquitto_ava
     # What a later `edge-rl learn --resume` and the fleet need, in the run directory.
     assert load_run_config(run / "config.yaml") == cfg
     assert (run / "signing.pub").exists() and (run / "policy.tflite").exists()
+    # The boards' model returns Q less its mean over actions (agents/dqn/adapter.py): the
+    # two outputs cancel to within int8 rounding (~1 % of their range), where Q-values
+    # would add up to twice their size.
+    q = lite_outputs(run / "policy.tflite", np.random.default_rng(0).normal(size=(64, 4)))
+    assert np.abs(q.sum(axis=1)).max() <= 0.05 * np.abs(q).max() + 1e-6, q[:4]
     assert list(run.glob("mosquitto-*.log")) and (run / "fleet" / "sim-01.log").exists()
     # The export template is converted while the learner sets up, not by the first export.
     assert "export: template made at set-up" in caplog.text

@@ -135,13 +135,15 @@ class Exporter:
         on. One copy serves every export (each waits for the one before it): setting its
         weights takes ~1 ms, cloning the network anew ~20-90 ms of the main thread."""
         network = self.algo.policy_network
+        weights = self.algo.deployable_weights(network.get_weights())
         if self._shadow is not None:
             try:
-                self._shadow.set_weights(network.get_weights())
+                self._shadow.set_weights(weights)
                 return self._shadow
             except ValueError:  # the network's shapes changed: clone it again
                 self._shadow = None
         self._shadow = snapshot(network)
+        self._shadow.set_weights(weights)
         return self._shadow
 
     def wait(self) -> None:

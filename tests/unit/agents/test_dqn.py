@@ -202,3 +202,57 @@ def test_compile_traces_without_stepping():
     for a, b in zip(before, learner.q_network.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
     assert learner._train.experimental_get_tracing_count() == 1
+
+
+# --- what the boards compute: centred Q-values ----------------------------------------------
+
+
+def wide_q_narrow_gaps():
+    """A hand-set 4-4-2 Q-network: Q(s, a) = 60 relu(s0) -/+ 0.1 (relu(s1) - relu(-s1)), so
+    Q spans 0..60 over the states while the action gap is 0.2 s1: CartPole's shape."""
+    import keras
+
+    from edge_rl.agents.dqn.networks import make_q_network
+
+    model = make_q_network(4, 2, (4,), seed=0)
+    hidden = np.zeros((4, 4), np.float32)
+    hidden[0, 0], hidden[1, 1], hidden[1, 2] = 1.0, 1.0, -1.0
+    head = np.array([[60, 60], [-0.1, 0.1], [0.1, -0.1], [0, 0]], np.float32)
+    model.set_weights([hidden, np.zeros(4, np.float32), head, np.zeros(2, np.float32)])
+    assert isinstance(model, keras.Model)
+    return model
+
+
+def test_centred_q_keeps_the_greedy_action_and_cancels_over_actions():
+    from edge_rl.agents.dqn.adapter import centred_q
+
+    model = wide_q_narrow_gaps()
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(256, 4)).astype(np.float32)
+    q = model(obs).numpy()
+    model.set_weights(centred_q(model.get_weights()))
+    centred = model(obs).numpy()
+    np.testing.assert_allclose(centred, q - q.mean(axis=1, keepdims=True), atol=1e-5)
+    assert (centred.argmax(axis=1) == q.argmax(axis=1)).all()
+
+
+def test_int8_keeps_the_greedy_action_only_when_q_is_centred():
+    """Exported int8, the wide Q-values round the 0.2 gaps away; centred, they do not."""
+    from edge_rl.agents.dqn.adapter import centred_q
+    from edge_rl.export.tflite import export_policy
+    from tests.harness.lite import lite_outputs
+
+    rng = np.random.default_rng(1)
+    obs = np.column_stack([rng.uniform(0, 1, 600), rng.uniform(-1, 1, 600), np.zeros((600, 2))])
+    obs = obs.astype(np.float32)
+    cal, held_out = obs[:300], obs[300:]
+    model = wide_q_narrow_gaps()
+    truth = model(held_out).numpy().argmax(axis=1)
+
+    def agreement() -> float:
+        lite = lite_outputs(export_policy(model, cal, "int8").tflite, held_out)
+        return float((lite.argmax(axis=1) == truth).mean())
+
+    raw = agreement()
+    model.set_weights(centred_q(model.get_weights()))
+    centred = agreement()
+    assert raw < 0.8 and centred > 0.97, (raw, centred)

@@ -14,6 +14,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from edge_rl.agents.td3.networks import make_actor
 from edge_rl.export.parity import check_action_parity
 from edge_rl.export.tflite import ExportedModel, export_policy
+from tests.harness.lite import lite_outputs
 
 # Bounds that differ per dimension (one not centred on 0), and features on scales from
 # 0.05 to 20 (HalfCheetah's joint angles against its joint velocities).
@@ -44,16 +45,7 @@ def exports(actor: keras.Model) -> dict[str, ExportedModel]:
 
 def _run_raw(tflite: bytes, obs: np.ndarray) -> np.ndarray:
     """Plain LiteRT, no edge-rl wrapper: what any user of the file would write."""
-    interp = Interpreter(model_content=tflite)
-    interp.allocate_tensors()
-    (inp,), (out,) = interp.get_input_details(), interp.get_output_details()
-    assert inp["dtype"] == np.float32 and out["dtype"] == np.float32
-    rows = []
-    for row in obs:
-        interp.set_tensor(inp["index"], row[None].astype(np.float32))
-        interp.invoke()
-        rows.append(interp.get_tensor(out["index"])[0].copy())
-    return np.stack(rows)
+    return lite_outputs(tflite, obs)
 
 
 @pytest.mark.parametrize("precision", ["int8", "fp16", "fp32"])

@@ -47,6 +47,7 @@ def make(
     algo = types.SimpleNamespace(
         updates=0,
         policy_network=types.SimpleNamespace(get_weights=lambda: []),
+        deployable_weights=lambda weights: weights,
         exploration=lambda env_steps: {"epsilon": 0.1},
     )
     packager = Packager(clock, cost)
