@@ -6,7 +6,7 @@ All arms of a seed run concurrently so that a shared machine's load hits them al
 writes its own run directory and `benchmark.log`. Progress (each arm's last env steps and
 training return, from its metrics.csv) is printed every `poll` seconds; any arm that exits
 non-zero ends the benchmark with the arm's log named. An arm whose run directory holds a
-checkpoint but no summary.json (a run stopped part-way) continues from it with `edge-rl
+checkpoint but no finished summary.json (a run stopped part-way) continues from it with `edge-rl
 learn --resume`, so a long benchmark can be run in pieces. Stopping the benchmark (SIGTERM,
 Ctrl-C) stops its arms the same way, each writing its checkpoint (STOP_WAIT_S at most,
 then SIGKILL).
