@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edge_rl.boards import BOARDS_DIR, load_board
+from edge_rl.boards import known_boards, load_board
 
 SECRETS = ("etc/credentials/client.key", "etc/credentials/password")
 
@@ -193,7 +193,7 @@ def test_credentials_made_earlier_for_a_board_are_used(flash, creds, tmp_path):
         (
             ["--ids", "pi-x", "--board", "rpi9"],
             None,
-            f"known boards: {sorted(p.stem for p in BOARDS_DIR.glob('*.yaml'))}",
+            f"known boards: {known_boards()}",
         ),
         (["--ids", "pi x"], None, "invalid username"),
         (["--count", "2", "--boot-partition", "."], None, "exactly one board"),
