@@ -2,6 +2,7 @@
 
     algo = make_algo(name, config, spec, setup)   # agents/registry.py
     metrics = algo.update(replay.sample(algo.batch_size), steps)  # one compiled call
+    algo.pretrain(demos.sample(algo.batch_size))  # on demonstrations alone (TD3: TD3+BC)
     net = algo.policy_network                     # what is exported and deployed
     weights = algo.deployable_weights(net.get_weights())  # as exported (DQN: centred Q)
     exploration = algo.exploration(env_steps)     # goes into the manifest
@@ -94,6 +95,11 @@ class Algo:
         if self.compressor is not None:
             self.compressor.on_updates(self.learner.updates)  # transition, mask updates
         return metrics
+
+    def pretrain(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
+        """As ``update``, on demonstrations alone, with the algorithm's pretraining loss
+        (the registry's ``pretrains``); ``updates`` grows as for ``update``."""
+        raise NotImplementedError(f"{type(self).__name__} has no pretraining loss")
 
     def compression(self) -> float | None:
         """The policy network's compression ratio now; None without compression."""

@@ -49,13 +49,15 @@ class Algorithm:
     config: type  # that section's frozen dataclass
     discrete: bool  # True: a discrete action space; False: a Box
     adapter: Callable[[], type[Algo]]  # imports its ``Algo`` subclass (TensorFlow)
+    # True: ``Algo.pretrain`` has a loss for demonstrations alone (replay.pretrain_updates)
+    pretrains: bool = False
 
 
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
         Algorithm("dqn", DQNConfig, discrete=True, adapter=_dqn),
-        Algorithm("td3", TD3Config, discrete=False, adapter=_td3),
+        Algorithm("td3", TD3Config, discrete=False, adapter=_td3, pretrains=True),
         Algorithm("sac", SACConfig, discrete=False, adapter=_sac),
     )
 }

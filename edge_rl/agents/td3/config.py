@@ -38,6 +38,20 @@ class TD3Config:
     # it in the policy manifest (edge_rl.actor.exploration applies it on the board).
     exploration_sigma: float = 0.1
 
+    # Pretraining on demonstrations alone (replay.pretrain_updates): TD3+BC (Fujimoto and
+    # Gu 2021), L_pi = -lambda mean Q1(s, pi(s)) + mean(((pi(s) - a) / half)^2) with
+    # lambda = bc_alpha / mean|Q1|. The paper's 2.5 leans on a critic trained on millions
+    # of rows; from a few thousand Q is still far from converged and BC must lead
+    # (docs/demonstrations.md).
+    bc_alpha: float = 0.25
+    # After pretraining the online updates keep the BC term, its weight going linearly from
+    # 1 to ``bc_final_weight`` over ``bc_decay_updates`` updates and staying there. 1: it
+    # stays whole (TD3+BC online). Faded to 0 or 0.1 on Pendulum, the actor collapsed once
+    # it had faded: a good policy's data stays narrow and the critic's errors outside it
+    # are the actor's to find (docs/demonstrations.md).
+    bc_decay_updates: int = 10_000
+    bc_final_weight: float = 1.0
+
     # Execution. Several gradient steps per compiled call amortise the Python -> TF dispatch,
     # which dominates at batch 256 with 256-256 nets on a small CPU: 16 steps per XLA-compiled
     # call ran 1.5x the updates/s of one step per call (docs/benchmarks.md, updates/s).
@@ -66,6 +80,11 @@ class TD3Config:
         _check(
             self.exploration_sigma >= 0.0, "exploration_sigma must be >= 0", self.exploration_sigma
         )
+        _check(self.bc_alpha > 0.0, "bc_alpha must be > 0", self.bc_alpha)
+        _check(
+            0.0 <= self.bc_final_weight <= 1.0, "bc_final_weight in [0, 1]", self.bc_final_weight
+        )
+        _check(self.bc_decay_updates >= 1, "bc_decay_updates must be >= 1", self.bc_decay_updates)
         _check(self.updates_per_call >= 1, "updates_per_call must be >= 1", self.updates_per_call)
         _check(isinstance(self.jit_compile, bool), "jit_compile must be a bool", self.jit_compile)
 

@@ -12,7 +12,9 @@ No I/O, no threads, no clocks. The learner node drives it::
 
 Twin critics and their Polyak-averaged targets, a deterministic actor updated every
 ``policy_delay`` critic steps, target policy smoothing: CleanRL's
-``td3_continuous_action.py`` written as one compiled TF function.
+``td3_continuous_action.py`` written as one compiled TF function. ``learner.pretrain(batch)``
+is the same step with TD3+BC's actor loss, for demonstrations alone before a run's fleet
+starts (learner/demos.py).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class TD3Learner:
         self.act_dim = int(np.prod(spec.action_shape))
         self._low = tf.constant(spec.action_low, tf.float32)  # [act_dim]
         self._high = tf.constant(spec.action_high, tf.float32)
+        self._half = (self._high - self._low) / 2.0  # [act_dim], BC in tanh units
 
         def actor() -> keras.Model:
             low, high = spec.action_low, spec.action_high
@@ -116,6 +119,13 @@ class TD3Learner:
         # Graph-side state: exact policy delay across calls, and the noise generator.
         self._critic_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._actor_loss = tf.Variable(float("nan"), dtype=tf.float32, trainable=False)
+        # TD3+BC (pretrain()): its alpha, 0 until a pretraining (plain TD3); the critic step
+        # its last call ended at, from which the BC term's weight falls to 0 over
+        # config.bc_decay_updates; and 1 while a pretrain() call runs (weight 1).
+        self._bc_alpha = tf.Variable(0.0, dtype=tf.float32, trainable=False)
+        self._bc_from = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._pretraining = tf.Variable(False, dtype=tf.bool, trainable=False)
+        self._bc_weight = tf.Variable(0.0, dtype=tf.float32, trainable=False)  # latest step's
         # Critic or actor steps whose loss or gradient was not finite: not applied, counted.
         self._nonfinite = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._rng = tf.random.Generator.from_seed(seed)
@@ -166,7 +176,8 @@ class TD3Learner:
         ``batch`` holds ``updates_per_call`` minibatches of equal size: step i trains on
         rows ``[i * b, (i + 1) * b)``, and the minibatches past ``steps`` are not used (the
         batch keeps one shape, so XLA compiles once). ``loss`` and ``mean_q`` are the
-        steps' means; ``actor_loss`` is that of the latest actor step (nan before the first).
+        steps' means; ``actor_loss`` is that of the latest actor step (nan before the first),
+        ``bc_weight`` its BC term's weight (0 but after a ``pretrain``).
         """
         steps = check_steps(batch, self.config.updates_per_call, steps)
         metrics = self._train(*self._tensors(batch), np.int32(steps)).numpy()  # one host sync
@@ -175,7 +186,23 @@ class TD3Learner:
             "loss": float(metrics[0]),
             "actor_loss": float(metrics[1]),
             "mean_q": float(metrics[2]),
+            "bc_weight": float(metrics[3]),  # the latest actor step's (0: plain TD3)
         }
+
+    def pretrain(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
+        """As ``update``, on demonstrations alone: the actor's step is TD3+BC's
+        (``config.bc_alpha``); the critics' is TD3's. The updates after the last such
+        call keep the BC term at a weight falling linearly from 1 to 0 over
+        ``config.bc_decay_updates`` (a relaxed constraint online, Beeson and Montana 2022:
+        plain TD3 at once unlearns a pretrained actor while its critic is still poor); the
+        Q term stays normalised by mean|Q1| after that."""
+        self._bc_alpha.assign(self.config.bc_alpha)
+        self._pretraining.assign(True)
+        try:
+            return self.update(batch, steps)
+        finally:
+            self._pretraining.assign(False)
+            self._bc_from.assign(self._critic_steps)
 
     @property
     def skipped(self) -> int:
@@ -228,7 +255,7 @@ class TD3Learner:
         """``steps`` gradient steps on the first minibatches; [mean loss, actor loss, mean Q1]."""
         batch = (obs, action, reward, next_obs, terminated)
         loss, mean_q = mean_over_steps(self._one_step, batch, self.config.updates_per_call, steps)
-        return tf.stack([loss, self._actor_loss.read_value(), mean_q])
+        return tf.stack([loss, self._actor_loss.read_value(), mean_q, self._bc_weight.read_value()])
 
     def _one_step(self, obs: T, action: T, reward: T, next_obs: T, terminated: T) -> tuple[T, T]:
         cfg = self.config
@@ -265,13 +292,32 @@ class TD3Learner:
         step = self._critic_steps.assign_add(1)
 
         # Every policy_delay critic steps: one actor step, then Polyak on all targets.
-        tf.cond(step % cfg.policy_delay == 0, lambda: self._actor_step(obs), tf.no_op)
+        actor_due = step % cfg.policy_delay == 0
+        tf.cond(actor_due, lambda: self._actor_step(obs, action, step), tf.no_op)
         return loss, tf.reduce_mean(q1)
 
-    def _actor_step(self, obs: T) -> T:
-        # Deterministic policy gradient through Q1 only: L_pi = -mean(Q1(s, pi(s))).
+    def _actor_step(self, obs: T, action: T, step: T) -> T:
+        # Deterministic policy gradient through Q1 only: L_pi = -mean(Q1(s, pi(s))). From a
+        # pretraining on, TD3+BC's: L_pi = -lambda mean(Q1(s, pi(s))) + w mean(((pi(s) - a)
+        # / h)^2), lambda = alpha / mean|Q1| (not differentiated), h the action half-range,
+        # w the BC weight: 1 while pretraining, then falling to 0.
+        alpha = self._bc_alpha.read_value()
+        since = tf.cast(step - self._bc_from.read_value(), tf.float32)
+        decay = float(max(1, self.config.bc_decay_updates))
+        final = self.config.bc_final_weight
+        fade = tf.clip_by_value(1.0 - since / decay, 0.0, 1.0)  # 1 -> 0 over the decay
+        w = tf.where(self._pretraining, 1.0, final + (1.0 - final) * fade)
         with tf.GradientTape() as tape:
-            actor_loss = -tf.reduce_mean(self._q(self._q1, obs, self._actor(obs, training=True)))
+            pi = self._actor(obs, training=True)  # [B, act_dim]
+            q = self._q(self._q1, obs, pi)  # [B]
+            lam = alpha / (tf.stop_gradient(tf.reduce_mean(tf.abs(q))) + 1e-6)
+            bc = tf.reduce_mean(tf.square((pi - action) / self._half))
+            # Once pretrained, the Q term keeps its normalisation even at w = 0, so that the
+            # actor's loss never changes scale at once (by 1/lambda, ~50 on Pendulum) under
+            # Adam's running moments.
+            pretrained = alpha > 0.0
+            actor_loss = tf.where(pretrained, -lam * tf.reduce_mean(q) + w * bc, -tf.reduce_mean(q))
+        self._bc_weight.assign(tf.where(pretrained, w, 0.0))
         grads = tape.gradient(actor_loss, self._actor_vars)
         if self.constraint is not None:
             grads = self.constraint.gradients(grads, self._actor_vars)

@@ -36,6 +36,9 @@ from edge_rl.types import ReplaySample
         ("exploration_sigma", -0.1),
         ("updates_per_call", 0),
         ("jit_compile", 1),
+        ("bc_alpha", 0.0),
+        ("bc_decay_updates", 0),
+        ("bc_final_weight", 1.5),
     ],
 )
 def test_config_rejects_bad_values(field: str, value: object) -> None:
@@ -183,7 +186,8 @@ def test_critic_regression_loss_falls_on_a_fixed_batch() -> None:
     for _ in range(300):
         last = learner.update(batch)
     assert last["loss"] < 0.2 * first["loss"], (first, last)
-    assert set(last) == {"loss", "actor_loss", "mean_q"} and np.isnan(last["actor_loss"])
+    assert set(last) == {"loss", "actor_loss", "mean_q", "bc_weight"}
+    assert np.isnan(last["actor_loss"]) and last["bc_weight"] == 0.0
     assert learner.updates == 301
 
 
@@ -291,3 +295,66 @@ def test_rejects_discrete_specs_and_unsplittable_batches() -> None:
     learner = TD3Learner(SPEC, dataclasses.replace(SMALL, updates_per_call=4), seed=0)
     with pytest.raises(ValueError, match="updates_per_call=4"):
         learner.update(_batch(30, seed=0))
+
+
+# --- pretraining on demonstrations (TD3+BC) ------------------------------------------------
+
+
+def _demonstrations(n: int, action: list[float], seed: int) -> ReplaySample:
+    """Rows that all take ``action``, with a reward that does not depend on it: only the
+    BC term says which action to take."""
+    rng = np.random.default_rng(seed)
+    batch = _batch(n, seed)
+    return batch._replace(
+        action=np.tile(np.asarray(action, np.float32), (n, 1)),
+        reward=np.full(n, -1.0, np.float32),
+        terminated=np.zeros(n, np.float32),
+        obs=rng.normal(size=(n, 3)).astype(np.float32),
+    )
+
+
+def test_pretraining_clones_the_demonstrated_action() -> None:
+    shown = [0.6, 1.7]  # inside (-1, 0)..(1, 2), away from the mid-point (0, 1)
+    demos = _demonstrations(64, shown, seed=4)
+    config = dataclasses.replace(SMALL, actor_lr=3e-3, policy_delay=1)
+    pretrained, plain = TD3Learner(SPEC, config, seed=0), TD3Learner(SPEC, config, seed=0)
+    for _ in range(300):
+        metrics = pretrained.pretrain(demos)
+        plain.update(demos)
+    assert metrics["bc_weight"] == 1.0
+    error = np.abs(pretrained.act(demos.obs) - shown).mean()
+    assert error < 0.1, error
+    # Without the BC term the flat reward leaves the actor where Q1's slope takes it.
+    assert np.abs(plain.act(demos.obs) - shown).mean() > 4 * error, error
+
+
+@pytest.mark.parametrize("final", [0.0, 0.25])
+def test_after_pretraining_the_bc_term_fades_to_its_final_weight(final: float) -> None:
+    decay = 8
+    config = dataclasses.replace(
+        SMALL, policy_delay=1, bc_decay_updates=decay, bc_final_weight=final
+    )
+    learner = TD3Learner(SPEC, config, seed=0)
+    demos = _demonstrations(32, [0.0, 1.0], seed=5)
+    assert learner.update(demos)["bc_weight"] == 0.0  # never pretrained: plain TD3
+    learner.pretrain(demos)
+    learner.pretrain(demos)  # the fade starts after the last pretrain call
+    weights = [learner.update(_batch(32, seed=i))["bc_weight"] for i in range(decay + 2)]
+    fade = [1 - k / decay for k in range(1, decay + 1)] + [0, 0]
+    np.testing.assert_allclose(weights, [final + (1 - final) * f for f in fade], rtol=1e-6)
+    assert learner.updates == 1 + 2 + decay + 2
+
+
+def test_the_fade_is_part_of_the_learners_saved_state() -> None:
+    from edge_rl.agents.algo import learner_arrays, load_learner_arrays
+
+    config = dataclasses.replace(SMALL, policy_delay=1, bc_decay_updates=4, bc_final_weight=0.0)
+    saved, restored = TD3Learner(SPEC, config, seed=0), TD3Learner(SPEC, config, seed=0)
+    saved.pretrain(_demonstrations(32, [0.0, 1.0], seed=6))
+    saved.update(_batch(32, seed=1))
+    load_learner_arrays(restored, learner_arrays(saved))
+    assert (
+        restored.update(_batch(32, seed=2))["bc_weight"]
+        == saved.update(_batch(32, seed=2))["bc_weight"]
+        == 0.5
+    )
