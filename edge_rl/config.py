@@ -14,7 +14,7 @@ import dacite
 import yaml
 
 from edge_rl.agents.dqn.config import DQNConfig  # plain dataclasses: no TensorFlow import
-from edge_rl.agents.registry import algorithm  # no TensorFlow either
+from edge_rl.agents.registry import ALGORITHMS, algorithm  # no TensorFlow either
 from edge_rl.agents.sac.config import SACConfig
 from edge_rl.agents.td3.config import TD3Config
 from edge_rl.compress.config import CompressionConfig  # pure too
@@ -275,12 +275,19 @@ class ReplayConfig:
     # HIL-SERL's OnlineOfflineMixer. Without demonstrations every row is online.
     online_ratio: float | None = None
     demo_capacity: int = 100_000  # transitions the demonstration buffer holds
+    # Gradient steps on the demonstrations alone before the fleet starts (TD3: TD3+BC,
+    # td3.bc_alpha), then an export: the boards' first policy is the pretrained one.
+    # Needs ``demos:``; they do not pay for online updates. 0: none.
+    pretrain_updates: int = 0
 
     def __post_init__(self) -> None:
         if self.online_ratio is not None and not 0.0 <= self.online_ratio <= 1.0:
             raise ValueError(f"replay.online_ratio must be in [0, 1]: {self.online_ratio}")
         if self.demo_capacity < 1:
             raise ValueError("replay.demo_capacity must be >= 1")
+        if not 0 <= self.pretrain_updates <= 10_000_000:
+            n = self.pretrain_updates
+            raise ValueError(f"replay.pretrain_updates must be in [0, 1e7]: {n}")
 
 
 @dataclass(frozen=True)
@@ -362,7 +369,15 @@ class RunConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def __post_init__(self) -> None:
-        algorithm(self.algo)  # ValueError naming the known algorithms
+        entry = algorithm(self.algo)  # ValueError naming the known algorithms
+        if self.replay.pretrain_updates and not entry.pretrains:
+            able = ", ".join(a.name for a in ALGORITHMS.values() if a.pretrains)
+            raise ValueError(
+                f"replay.pretrain_updates: {self.algo} has no pretraining loss; "
+                f"algos that do: {able}"
+            )
+        if self.replay.pretrain_updates and not self.demos:
+            raise ValueError("replay.pretrain_updates needs demos: (a dataset to pretrain on)")
         check_name("run name", self.run)  # one topic level: at load, not once a fleet runs
         for level in self.transport.root.split("/"):
             check_name("transport.root level", level)
@@ -401,8 +416,9 @@ class RunConfig:
 
     @property
     def total_updates(self) -> int:
-        """The learner's update budget: what compression schedules are fractions of."""
-        return max(1, self.updates_paid_by(self.total_env_steps))
+        """The learner's update budget, pretraining included: what compression schedules
+        are fractions of."""
+        return max(1, self.updates_paid_by(self.total_env_steps) + self.replay.pretrain_updates)
 
 
 def run_config_from_dict(data: dict[str, Any]) -> RunConfig:

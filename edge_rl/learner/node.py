@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from edge_rl.envs import env_spec
 from edge_rl.export.worker import default_worker
 from edge_rl.learner.checkpoint import header_for
 from edge_rl.learner.datasets import load_demos
-from edge_rl.learner.demos import BatchMixer
+from edge_rl.learner.demos import BatchMixer, ExportObservations
 from edge_rl.learner.durable import Durable, Headline, JsonPart, StopRequest, saved_run_id
 from edge_rl.learner.fleet.control import FleetControl, control_will
 from edge_rl.learner.fleet.credit import Grants
@@ -179,12 +180,21 @@ class LearnerNode:
         # replay -> updates -> export -> policy topic -> actors
         self.algo = algo_for_run(cfg, self.spec)
         paid = cfg.updates_paid_by  # the updates a count of received transitions pays for
-        self.trainer = Trainer(self.algo, self.mixer, paid, lambda: self.env_steps, self.clocks)
+        self.trainer = Trainer(
+            self.algo,
+            self.mixer,
+            paid,
+            lambda: self.env_steps,
+            self.clocks,
+            head_start=lambda: self.mixer.pretrained,
+        )
+        # Exports calibrate on online replay; until it fills, on the demonstrations too.
+        observations = ExportObservations(self.replay, demos)
         self.packager = PolicyPackager(
             cfg.export,
             Stamp(cfg.algo, cfg.env_id, cfg.run, rid),
             self.spec,
-            self.replay,
+            observations,
             run_dir,
             self.signer,
             seed=cfg.seed,
@@ -203,7 +213,7 @@ class LearnerNode:
         )
         self.exporter = Exporter(
             self.algo,
-            self.replay,
+            observations,
             self.packager,
             self.broadcast,
             self.selection,
@@ -318,8 +328,10 @@ class LearnerNode:
         if not self.resume:  # an earlier run's retained policy is no one's to load
             self.broadcast.clear()  # (resumed: its own, republished on connect)
         self.broadcast.continue_after_manifest()
+        if not self.resume and self.cfg.replay.pretrain_updates:
+            self._pretrain()  # the boards' first policy: pretrained on the demonstrations
         self.inbox.start()
-        self.fleet.send("running", self.algo.updates)
+        self.fleet.send("running", self.trainer.online_updates)
         run_dir = self.run_dir
         metrics = MetricsLog(run_dir.metrics, run_dir.tensorboard, METRICS, append=self.resume)
         self.clocks["main"].lap("setup")
@@ -329,7 +341,7 @@ class LearnerNode:
             while self.env_steps < self.cfg.total_env_steps and not self.stop.is_set():
                 self.trainer.train_for(0.05)
                 self.algo.feed_returns(self.ingest.returns_since)
-                self.fleet.send("running", self.algo.updates)  # new credit, if any
+                self.fleet.send("running", self.trainer.online_updates)  # new credit, if any
                 self.exporter.maybe_export(self.algo.compression())
                 self.meter.tick(metrics)
                 if not self._fleet_alive():
@@ -356,6 +368,24 @@ class LearnerNode:
         self.fleet.clear()
         self.transport.stop()
         return summary
+
+    def _pretrain(self) -> None:
+        """``replay.pretrain_updates`` on the demonstrations alone, then an export (on this
+        thread), before the fleet is told to run."""
+        lap = self.clocks["main"].lap
+        lap("setup")
+        total, said = self.cfg.replay.pretrain_updates, [time.monotonic()]
+
+        def progress(done: int) -> None:  # a line every 5 s: it can take minutes
+            if time.monotonic() - said[0] >= 5.0:
+                said[0] = time.monotonic()
+                log.info("pretraining: %d of %d updates", done, total)
+
+        self.mixer.pretrain(self.algo, total, progress)
+        lap("updates")
+        self.exporter.export(self.algo.compression(), wait=True)
+        if self.broadcast.version == 0:
+            log.warning("the pretrained policy was not published; the boards start without it")
 
     def _finish(self, metrics: MetricsLog) -> None:
         """The budget is in (credit stops the fleet there): pay the replay ratio in full,

@@ -4,7 +4,8 @@
     trainer.train_for(0.05)     # main thread: updates until the target or the deadline
     trainer.pay_in_full()       # at the end of a run: every update the data has paid for
 
-The target is the updates the transitions received pay for (``RunConfig.updates_paid_by``):
+The target is the updates the transitions received pay for (``RunConfig.updates_paid_by``),
+after the updates of a pretraining on demonstrations (``head_start``, learner/demos.py):
 a count of transitions, not of seconds, so a busy machine trains later, never less. A call
 takes up to ``updates_per_call`` steps and never more than are owed, so the count of
 updates meets the target exactly.
@@ -38,16 +39,23 @@ class Trainer:
         updates_paid_by: Callable[[int], int],  # RunConfig.updates_paid_by
         env_steps: Callable[[], int],
         clocks: dict[str, LapClock],  # its laps go to "main"
+        head_start: Callable[[], int] = lambda: 0,  # updates done before the fleet started
     ) -> None:
         self.algo = algo
         self.replay = replay
         self._paid_by = updates_paid_by
+        self._head_start = head_start
         self._env_steps = env_steps
         self._lap = clocks["main"].lap
         self.losses: dict[str, float] = {"loss": float("nan"), "mean_q": float("nan")}
 
     def target(self) -> int:
-        return self._paid_by(self._env_steps())
+        return self._head_start() + self._paid_by(self._env_steps())
+
+    @property
+    def online_updates(self) -> int:
+        """Updates the fleet's transitions paid for: what fleet credit is paced by."""
+        return self.algo.updates - self._head_start()
 
     def train_for(self, seconds: float) -> None:
         self._lap("other")  # what the main thread did since its last lap: control, ticks

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_rl.agents.algo import Algo
+from edge_rl.learner.demos import ExportObservations
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
 from edge_rl.learner.outbound.packager import PolicyPackager, snapshot
 from edge_rl.learner.outbound.selection import ModelSelection
@@ -55,7 +56,7 @@ class Exporter:
     def __init__(
         self,
         algo: Algo,
-        replay: ReplayBuffer,
+        replay: ReplayBuffer | ExportObservations,  # its observations: calibration
         packager: PolicyPackager,
         broadcast: PolicyBroadcast,
         selection: ModelSelection,

@@ -33,6 +33,7 @@ from edge_rl.export.parity import check_exportable
 from edge_rl.export.remote import export_checked, prepare_checked
 from edge_rl.export.tflite import ExportedModel, start_export_worker
 from edge_rl.export.worker import CALL_TIMEOUT_S
+from edge_rl.learner.demos import ExportObservations
 from edge_rl.learner.ingest.plausible import Bounds
 from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
@@ -137,7 +138,7 @@ class PolicyPackager:
         export: ExportConfig,
         stamp: Stamp,
         spec: EnvSpec,
-        replay: ReplayBuffer,
+        replay: ReplayBuffer | ExportObservations,  # its observations: calibration
         run_dir: RunDir,
         signer: Signer,
         *,

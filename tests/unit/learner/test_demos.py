@@ -100,3 +100,68 @@ def test_the_replay_section_is_checked_on_construction():
         ReplayConfig(online_ratio=-0.1)
     with pytest.raises(ValueError, match="demo_capacity"):
         ReplayConfig(demo_capacity=0)
+    with pytest.raises(ValueError, match="pretrain_updates"):
+        ReplayConfig(pretrain_updates=-1)
+
+
+def test_pretraining_is_refused_without_a_dataset_or_a_pretraining_loss():
+    from edge_rl.config import ReplayConfig, RunConfig
+
+    replay = ReplayConfig(pretrain_updates=100)
+    cfg = RunConfig(env_id="Pendulum-v1", algo="td3", demos="d-v0", replay=replay)
+    assert cfg.total_updates == cfg.updates_paid_by(cfg.total_env_steps) + 100
+    with pytest.raises(ValueError, match="needs demos"):
+        RunConfig(env_id="Pendulum-v1", algo="td3", replay=replay)
+    with pytest.raises(ValueError, match="sac has no pretraining loss; .*: td3"):
+        RunConfig(env_id="Pendulum-v1", algo="sac", demos="d-v0", replay=replay)
+
+
+class CountingAlgo:
+    """The ``Algo`` seam as ``BatchMixer.pretrain`` calls it: records each call."""
+
+    updates_per_call, batch_size = 4, 8
+
+    def __init__(self) -> None:
+        self.updates, self.calls = 0, []
+
+    def pretrain(self, batch, steps):
+        self.calls.append((steps, set(batch.reward.tolist())))
+        self.updates += steps
+
+
+def test_pretraining_takes_exactly_its_updates_on_the_demonstrations_alone():
+    mixer = BatchMixer(filled(1.0), filled(-1.0, n=7), 0.5, seed=5)
+    algo = CountingAlgo()
+    algo.updates = 30  # updates done before (a count, not a start)
+    seen = []
+    mixer.pretrain(algo, 10, progress=seen.append)
+    assert [steps for steps, _ in algo.calls] == [4, 4, 2]
+    assert all(rewards == {-1.0} for _, rewards in algo.calls)  # never an online row
+    assert seen == [4, 8, 10] and mixer.pretrained == 10 and algo.updates == 40
+    assert mixer.stats().pretrain_updates == 10
+    fresh = BatchMixer(filled(1.0), ReplayBuffer(SPEC, 1_000), 0.5)
+    fresh.load_state(mixer.state())
+    assert fresh.pretrained == 10  # the head start survives a resume
+
+
+def test_without_demonstrations_pretraining_does_nothing():
+    mixer = BatchMixer(filled(1.0), ReplayBuffer(SPEC, 1_000), 0.5)
+    algo = CountingAlgo()
+    mixer.pretrain(algo, 10)
+    assert algo.calls == [] and mixer.pretrained == 0
+
+
+def test_an_export_calibrates_on_demonstrations_until_online_replay_fills():
+    from edge_rl.learner.demos import ExportObservations
+
+    online = ReplayBuffer(SPEC, 1_000)
+    demos = filled(-1.0, n=40)
+    pool = ExportObservations(online, demos)
+    obs, sources = pool.drawn(30)
+    assert len(obs) == 30 and len(pool) == 40  # the fleet has sent nothing yet
+    b = small_batch(n=50, reward=1.0)
+    online.add(b.obs, b.action, b.reward, b.next_obs, b.terminated, "sim-00")
+    obs, sources = pool.drawn(60)
+    assert len(obs) == 60 and sources.count("sim-00") == 50  # online first, then the rest
+    obs, sources = pool.drawn(30)
+    assert sources == ["sim-00"] * 30  # enough online rows: only those
