@@ -13,10 +13,13 @@
    (a) teacher: the fleet's board file with `teleop: scripted_teacher` on the teacher's
        policy, taking over 20 of every 200 steps (10 %);
    (b) dataset: `--demos edge-rl/pendulum/teacher-v0` (5,000 demonstration transitions);
+   (b') pretrained: the same dataset, and `replay.pretrain_updates` (PRETRAIN) updates on
+        it alone (TD3+BC) before the fleet starts;
    (c) neither.
 The table: per arm and seed, the env steps at the first metrics.csv row whose
 recent_return (the fleet's last 20 training episodes, exploration and interventions
-included) is at least -200, and the deployed policy's final greedy return
+included) is at least -200; the same once at least 20 episodes are in (a full window),
+and the lowest recent return from then on; the deployed policy's final greedy return
 (summary.json); then each arm's median steps against (c)'s. Nothing here asserts a number.
 """
 
@@ -40,7 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "pendulum_td3.yaml"
 DATASET = "edge-rl/pendulum/teacher-v0"
 THRESHOLD = -200.0
-ARMS = ("teacher", "dataset", "neither")
+WINDOW = 20  # episodes: the recent return's full window (metrics.csv's recent_return)
+PRETRAIN = 4_000  # updates on the dataset alone before the fleet starts
+ARMS = ("teacher", "dataset", "pretrained", "neither")
 
 
 def cli(*args: str, env: dict[str, str]) -> None:
@@ -71,13 +76,26 @@ def teacher_board(out: Path, teacher: Path) -> Path:
     return path
 
 
-def steps_to(run: Path, threshold: float) -> int | None:
-    with open(run / "metrics.csv") as f:
-        for row in csv.DictReader(f):
-            r = row.get("recent_return", "")
-            if r not in ("", "nan") and float(r) >= threshold:
-                return int(row["env_steps"])
+def steps_to(run: Path, threshold: float, window: int = 0) -> int | None:
+    """The env steps at the first metrics.csv row whose recent return is ``threshold`` or
+    more, over at least ``window`` episodes (the recent return's own window is 20)."""
+    for row in _rows(run):
+        if int(row["episodes"]) >= window and float(row["recent_return"]) >= threshold:
+            return int(row["env_steps"])
     return None
+
+
+def lowest_after(run: Path, env_steps: int | None) -> float | None:
+    """The lowest recent return of the rows from ``env_steps`` on: does the arm stay?"""
+    after = [
+        float(r["recent_return"]) for r in _rows(run) if int(r["env_steps"]) >= (env_steps or 0)
+    ]
+    return min(after) if env_steps is not None and after else None
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "metrics.csv") as f:
+        return [r for r in csv.DictReader(f) if r.get("recent_return", "") not in ("", "nan")]
 
 
 def main() -> None:
@@ -98,9 +116,19 @@ def main() -> None:
         board = teacher_board(out, teacher)
         for seed in args.seeds:
             learn(out / f"teacher-s{seed}", seed, args.steps, env, "--board", str(board))
+            learn(
+                out / f"pretrained-s{seed}",
+                seed,
+                args.steps,
+                env,
+                "--demos",
+                DATASET,
+                "--set",
+                f"replay.pretrain_updates={PRETRAIN}",
+            )
             learn(out / f"dataset-s{seed}", seed, args.steps, env, "--demos", DATASET)
             learn(out / f"neither-s{seed}", seed, args.steps, env)
-    rows, medians = [], {}
+    rows, medians, reached_full = [], {}, {}
     for arm in ARMS:
         reached = []
         for seed in args.seeds:
@@ -109,12 +137,17 @@ def main() -> None:
                 continue
             s = json.loads((run / "summary.json").read_text())
             n = steps_to(run, THRESHOLD)
+            full = steps_to(run, THRESHOLD, window=WINDOW)
+            low = lowest_after(run, full)
             reached.append(n if n is not None else float("inf"))
+            reached_full.setdefault(arm, []).append(full if full is not None else float("inf"))
             rows.append(
                 [
                     arm,
                     seed,
                     n if n is not None else f"> {s['env_steps']}",
+                    full if full is not None else f"> {s['env_steps']}",
+                    f"{low:.1f}" if low is not None else "-",
                     f"{s['final_eval_return']:.1f}" if s["final_eval_return"] else "-",
                     f"{s.get('intervention_rate', 0):.3f}",
                     s.get("demonstrations", {}).get("rows", 0),
@@ -122,12 +155,24 @@ def main() -> None:
             )
         if reached:
             medians[arm] = statistics.median(reached)
-    head = ["arm", "seed", "env steps to -200", "final return", "intervened", "demo rows"]
+    head = [
+        "arm",
+        "seed",
+        "env steps to -200",
+        f"to -200 over {WINDOW} episodes",
+        "lowest recent return after",
+        "final return",
+        "intervened",
+        "demo rows",
+    ]
     print(md_table(head, rows))
-    base = medians.get("neither")
-    for arm in ("teacher", "dataset"):
-        if base and arm in medians and medians[arm]:
-            print(f"{arm}: median env steps {medians[arm]} vs {base}: {base / medians[arm]:.2f}x")
+    full = {arm: statistics.median(v) for arm, v in reached_full.items()}
+    for name, med in (("first row", medians), (f"over {WINDOW} episodes", full)):
+        base = med.get("neither")
+        for arm in ("teacher", "dataset", "pretrained"):
+            if base and arm in med and med[arm]:
+                ratio = base / med[arm]
+                print(f"{name}: {arm} median env steps {med[arm]} vs {base}: {ratio:.2f}x")
     (out / "table.md").write_text(md_table(head, rows) + "\n")
 
 
