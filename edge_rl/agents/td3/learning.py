@@ -120,8 +120,8 @@ class TD3Learner:
         self._critic_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._actor_loss = tf.Variable(float("nan"), dtype=tf.float32, trainable=False)
         # TD3+BC (pretrain()): its alpha, 0 until a pretraining (plain TD3); the critic step
-        # its last call ended at, from which the BC term's weight falls to 0 over
-        # config.bc_decay_updates; and 1 while a pretrain() call runs (weight 1).
+        # its last call ended at, from which the BC term's weight goes to
+        # config.bc_final_weight over config.bc_decay_updates; True while a call runs.
         self._bc_alpha = tf.Variable(0.0, dtype=tf.float32, trainable=False)
         self._bc_from = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._pretraining = tf.Variable(False, dtype=tf.bool, trainable=False)
@@ -192,10 +192,10 @@ class TD3Learner:
     def pretrain(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
         """As ``update``, on demonstrations alone: the actor's step is TD3+BC's
         (``config.bc_alpha``); the critics' is TD3's. The updates after the last such
-        call keep the BC term at a weight falling linearly from 1 to 0 over
-        ``config.bc_decay_updates`` (a relaxed constraint online, Beeson and Montana 2022:
-        plain TD3 at once unlearns a pretrained actor while its critic is still poor); the
-        Q term stays normalised by mean|Q1| after that."""
+        call keep the BC term, its weight going linearly from 1 to
+        ``config.bc_final_weight`` over ``config.bc_decay_updates`` (default: it stays
+        whole; plain TD3 at once unlearned a pretrained actor), and the Q term normalised
+        by mean|Q1|."""
         self._bc_alpha.assign(self.config.bc_alpha)
         self._pretraining.assign(True)
         try:
@@ -300,7 +300,7 @@ class TD3Learner:
         # Deterministic policy gradient through Q1 only: L_pi = -mean(Q1(s, pi(s))). From a
         # pretraining on, TD3+BC's: L_pi = -lambda mean(Q1(s, pi(s))) + w mean(((pi(s) - a)
         # / h)^2), lambda = alpha / mean|Q1| (not differentiated), h the action half-range,
-        # w the BC weight: 1 while pretraining, then falling to 0.
+        # w the BC weight: 1 while pretraining, then going to config.bc_final_weight.
         alpha = self._bc_alpha.read_value()
         since = tf.cast(step - self._bc_from.read_value(), tf.float32)
         decay = float(max(1, self.config.bc_decay_updates))

@@ -80,6 +80,8 @@ def test_a_teachers_steps_become_demonstrations(tmp_path, monkeypatch):
         "added": acted,
         "intervention_rows": acted,
         "online_ratio": 0.5,
+        "pretrain_updates": 0,
+        "pretrain_seconds": 0.0,
     }
     demo = learner.mixer.demos.rows()
     online = learner.replay.rows()
