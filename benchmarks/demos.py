@@ -76,26 +76,24 @@ def teacher_board(out: Path, teacher: Path) -> Path:
     return path
 
 
-def steps_to(run: Path, threshold: float, window: int = 0) -> int | None:
-    """The env steps at the first metrics.csv row whose recent return is ``threshold`` or
-    more, over at least ``window`` episodes (the recent return's own window is 20)."""
-    for row in _rows(run):
-        if int(row["episodes"]) >= window and float(row["recent_return"]) >= threshold:
-            return int(row["env_steps"])
-    return None
-
-
-def lowest_after(run: Path, env_steps: int | None) -> float | None:
-    """The lowest recent return of the rows from ``env_steps`` on: does the arm stay?"""
-    after = [
-        float(r["recent_return"]) for r in _rows(run) if int(r["env_steps"]) >= (env_steps or 0)
-    ]
-    return min(after) if env_steps is not None and after else None
-
-
-def _rows(run: Path) -> list[dict[str, str]]:
+def returns(run: Path) -> list[tuple[int, int, float]]:
+    """``(env_steps, episodes, recent_return)`` of each metrics.csv row with a return."""
     with open(run / "metrics.csv") as f:
-        return [r for r in csv.DictReader(f) if r.get("recent_return", "") not in ("", "nan")]
+        rows = [r for r in csv.DictReader(f) if r.get("recent_return", "") not in ("", "nan")]
+    return [(int(r["env_steps"]), int(r["episodes"]), float(r["recent_return"])) for r in rows]
+
+
+def steps_to(rows: list[tuple[int, int, float]], threshold: float, window: int = 0) -> int | None:
+    """The env steps at the first row whose recent return is ``threshold`` or more, over
+    at least ``window`` episodes (the recent return's own window is 20)."""
+    return next((s for s, episodes, r in rows if episodes >= window and r >= threshold), None)
+
+
+def lowest_after(rows: list[tuple[int, int, float]], env_steps: int | None) -> float | None:
+    """The lowest recent return of the rows from ``env_steps`` on: does the arm stay?"""
+    if env_steps is None:
+        return None
+    return min((r for s, _, r in rows if s >= env_steps), default=None)
 
 
 def main() -> None:
@@ -128,19 +126,20 @@ def main() -> None:
             )
             learn(out / f"dataset-s{seed}", seed, args.steps, env, "--demos", DATASET)
             learn(out / f"neither-s{seed}", seed, args.steps, env)
-    rows, medians, reached_full = [], {}, {}
+    rows: list[list] = []
+    reached: dict[str, dict[str, list[float]]] = {"first row": {}, f"over {WINDOW} episodes": {}}
     for arm in ARMS:
-        reached = []
         for seed in args.seeds:
             run = out / f"{arm}-s{seed}"
             if not (run / "summary.json").exists():
                 continue
             s = json.loads((run / "summary.json").read_text())
-            n = steps_to(run, THRESHOLD)
-            full = steps_to(run, THRESHOLD, window=WINDOW)
-            low = lowest_after(run, full)
-            reached.append(n if n is not None else float("inf"))
-            reached_full.setdefault(arm, []).append(full if full is not None else float("inf"))
+            metrics = returns(run)
+            n = steps_to(metrics, THRESHOLD)
+            full = steps_to(metrics, THRESHOLD, window=WINDOW)
+            low = lowest_after(metrics, full)
+            for name, steps in zip(reached, (n, full), strict=True):
+                reached[name].setdefault(arm, []).append(float("inf") if steps is None else steps)
             rows.append(
                 [
                     arm,
@@ -153,8 +152,6 @@ def main() -> None:
                     s.get("demonstrations", {}).get("rows", 0),
                 ]
             )
-        if reached:
-            medians[arm] = statistics.median(reached)
     head = [
         "arm",
         "seed",
@@ -166,8 +163,8 @@ def main() -> None:
         "demo rows",
     ]
     print(md_table(head, rows))
-    full = {arm: statistics.median(v) for arm, v in reached_full.items()}
-    for name, med in (("first row", medians), (f"over {WINDOW} episodes", full)):
+    for name, by_arm in reached.items():
+        med = {arm: statistics.median(v) for arm, v in by_arm.items()}
         base = med.get("neither")
         for arm in ("teacher", "dataset", "pretrained"):
             if base and arm in med and med[arm]:

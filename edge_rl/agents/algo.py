@@ -91,15 +91,20 @@ class Algo:
     def update(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
         """One compiled call on ``batch`` (``batch_size`` transitions): ``steps`` gradient
         steps, ``updates_per_call`` when None; ``updates`` grows by exactly that many."""
-        metrics = self.learner.update(batch, steps)
+        return self._stepped(self.learner.update(batch, steps))
+
+    def pretrain(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
+        """As ``update``, on demonstrations alone, with the learner's pretraining loss
+        (``learner.pretrain``; the registry's ``pretrains`` says which have one)."""
+        if not hasattr(self.learner, "pretrain"):
+            raise NotImplementedError(f"{type(self).__name__} has no pretraining loss")
+        return self._stepped(self.learner.pretrain(batch, steps))
+
+    def _stepped(self, metrics: dict[str, float]) -> dict[str, float]:
+        """After the learner's steps: the compressor follows the update count."""
         if self.compressor is not None:
             self.compressor.on_updates(self.learner.updates)  # transition, mask updates
         return metrics
-
-    def pretrain(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
-        """As ``update``, on demonstrations alone, with the algorithm's pretraining loss
-        (the registry's ``pretrains``); ``updates`` grows as for ``update``."""
-        raise NotImplementedError(f"{type(self).__name__} has no pretraining loss")
 
     def compression(self) -> float | None:
         """The policy network's compression ratio now; None without compression."""

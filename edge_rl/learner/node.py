@@ -374,11 +374,12 @@ class LearnerNode:
         thread), before the fleet is told to run."""
         lap = self.clocks["main"].lap
         lap("setup")
-        total, said = self.cfg.replay.pretrain_updates, [time.monotonic()]
+        total, said = self.cfg.replay.pretrain_updates, time.monotonic()
 
         def progress(done: int) -> None:  # a line every 5 s: it can take minutes
-            if time.monotonic() - said[0] >= 5.0:
-                said[0] = time.monotonic()
+            nonlocal said
+            if time.monotonic() - said >= 5.0:
+                said = time.monotonic()
                 log.info("pretraining: %d of %d updates", done, total)
 
         self.mixer.pretrain(self.algo, total, progress)

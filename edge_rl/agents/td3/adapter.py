@@ -18,7 +18,6 @@ from edge_rl.agents.td3.config import TD3Config
 from edge_rl.agents.td3.learning import TD3Learner
 from edge_rl.export.parity import judge_actions
 from edge_rl.specs import EnvSpec
-from edge_rl.types import ReplaySample
 
 
 class TD3Algo(Algo):
@@ -39,12 +38,6 @@ class TD3Algo(Algo):
     @property
     def policy_network(self) -> Any:
         return self.learner.actor_network
-
-    def pretrain(self, batch: ReplaySample, steps: int | None = None) -> dict[str, float]:
-        metrics = self.learner.pretrain(batch, steps)  # TD3+BC (td3.bc_alpha)
-        if self.compressor is not None:
-            self.compressor.on_updates(self.learner.updates)
-        return metrics
 
     def exploration(self, env_steps: int) -> dict[str, float]:
         return {"sigma": self.config.exploration_sigma}

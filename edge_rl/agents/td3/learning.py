@@ -303,7 +303,7 @@ class TD3Learner:
         # w the BC weight: 1 while pretraining, then going to config.bc_final_weight.
         alpha = self._bc_alpha.read_value()
         since = tf.cast(step - self._bc_from.read_value(), tf.float32)
-        decay = float(max(1, self.config.bc_decay_updates))
+        decay = float(self.config.bc_decay_updates)  # >= 1 (TD3Config)
         final = self.config.bc_final_weight
         fade = tf.clip_by_value(1.0 - since / decay, 0.0, 1.0)  # 1 -> 0 over the decay
         w = tf.where(self._pretraining, 1.0, final + (1.0 - final) * fade)

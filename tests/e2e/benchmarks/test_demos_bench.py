@@ -36,7 +36,8 @@ def test_steps_to_a_return_over_a_full_window_and_the_lowest_after(tmp_path):
             (8_000, 40, -160.0),
         ],
     )
-    assert demos.steps_to(run, -200.0) == 1_000
-    assert demos.steps_to(run, -200.0, window=20) == 4_200
-    assert demos.lowest_after(run, 4_200) == -205.0
-    assert demos.steps_to(run, -100.0) is None and demos.lowest_after(run, None) is None
+    rows = demos.returns(run)
+    assert demos.steps_to(rows, -200.0) == 1_000
+    assert demos.steps_to(rows, -200.0, window=20) == 4_200
+    assert demos.lowest_after(rows, 4_200) == -205.0
+    assert demos.steps_to(rows, -100.0) is None and demos.lowest_after(rows, None) is None

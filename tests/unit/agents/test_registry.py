@@ -73,6 +73,11 @@ def test_make_algo_builds_each_entry_in_its_action_space(name: str) -> None:
     algo = make_algo(name, SMALL[name], spec, SETUP)
     assert isinstance(algo, Algo) and isinstance(algo, entry.adapter())
     assert algo.updates == 0 and algo.batch_size == 4
+    # The config's check (``pretrains``) says what the learner has: a pretraining loss.
+    assert entry.pretrains == hasattr(algo.learner, "pretrain"), name
+    if not entry.pretrains:
+        with pytest.raises(NotImplementedError, match="has no pretraining loss"):
+            algo.pretrain(None)  # type: ignore[arg-type]
     needs = "a discrete" if entry.discrete else "a Box"
     with pytest.raises(ValueError, match=f"{name} needs {needs} action space"):
         make_algo(name, SMALL[name], other, SETUP)
