@@ -20,7 +20,7 @@ from tests.harness.paths import REPO
 
 @pytest.mark.slow
 @pytest.mark.bench
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 def test_idle_sockets_from_300_addresses_refuse_no_login_with_the_shipped_files(
     mosquitto_available,
 ):
@@ -36,7 +36,7 @@ def test_idle_sockets_from_300_addresses_refuse_no_login_with_the_shipped_files(
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=500,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     shipped, old = parse_table(proc.stdout)
