@@ -132,6 +132,7 @@ class LearnerNode:
         self.cfg = cfg
         self.run_dir = run_dir = RunDir(run_dir)
         self.stop = stop or StopRequest()
+        self.interrupted = False  # the loop ended by a signal before the budget
         self.resume = resume
         # A quarantine is for its run start: a resumed run lifts each one unless the
         # operator keeps them (and then lifts only ``release``).
@@ -336,34 +337,35 @@ class LearnerNode:
         metrics = MetricsLog(run_dir.metrics, run_dir.tensorboard, METRICS, append=self.resume)
         self.clocks["main"].lap("setup")
         self.meter.start()
-        self.stop.armed = True  # a signal now ends the loop (durable.StopRequest)
-        try:
-            while self.env_steps < self.cfg.total_env_steps and not self.stop.is_set():
-                self.trainer.train_for(0.05)
-                self.algo.feed_returns(self.ingest.returns_since)
-                self.fleet.send("running", self.trainer.online_updates)  # new credit, if any
-                self.exporter.maybe_export(self.algo.compression())
-                self.meter.tick(metrics)
-                if not self._fleet_alive():
-                    raise RuntimeError("every fleet actor process has exited; see fleet logs")
-                self.durable.maybe_save()
-            self.stop.armed = False
-            if self.stop.is_set():  # SIGTERM/SIGINT: pause the fleet, checkpoint, summary
-                self.fleet.send("paused", reason="the learner was interrupted")
-                self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # their last batches
-                self.fleet.wait_for_state("paused")  # bounded; the summary shows it
-                self.durable.save()
-            else:
-                self._finish(metrics)
-        finally:
-            self.stop.armed = False
-            self.exporter.shutdown()
-            self.selection.close()
-            # An error: the boards hold and wait, as for a stop (no-op once serving).
-            self.fleet.send("paused", reason="the learner stopped")
-            self.inbox.stop(timeout=10)
-            metrics.close()
-        summary = write_summary(self.run_dir, self._record(evaluate=not self.stop.is_set()))
+        # From here a signal is a request (durable.StopRequest): before the budget it ends
+        # the loop (paused, checkpointed); after it, it cuts the wind-down short.
+        with self.stop.requesting():
+            try:
+                while self.env_steps < self.cfg.total_env_steps and not self.stop.is_set():
+                    self.trainer.train_for(0.05)
+                    self.algo.feed_returns(self.ingest.returns_since)
+                    self.fleet.send("running", self.trainer.online_updates)  # new credit
+                    self.exporter.maybe_export(self.algo.compression())
+                    self.meter.tick(metrics)
+                    if not self._fleet_alive():
+                        raise RuntimeError("every fleet actor process has exited; see fleet logs")
+                    self.durable.maybe_save()
+                self.interrupted = self.stop.is_set()
+                if self.interrupted:  # pause the fleet, checkpoint, summary
+                    self.fleet.send("paused", reason="the learner was interrupted")
+                    self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # last batches
+                    self.fleet.wait_for_state("paused")  # bounded; the summary shows it
+                    self.durable.save()
+                else:
+                    self._finish(metrics)
+            finally:
+                self.exporter.shutdown()
+                self.selection.close()
+                # An error: the boards hold and wait, as for a stop (no-op once serving).
+                self.fleet.send("paused", reason="the learner stopped")
+                self.inbox.stop(timeout=10)
+                metrics.close()
+            summary = write_summary(self.run_dir, self._record())
         # The retained policy stays: the deployed one to serve, or the one to hold.
         self.fleet.clear()
         self.transport.stop()
@@ -389,13 +391,22 @@ class LearnerNode:
             log.warning("the pretrained policy was not published; the boards start without it")
 
     def _finish(self, metrics: MetricsLog) -> None:
-        """The budget is in (credit stops the fleet there): pay the replay ratio in full,
-        last export, deploy the best policy, then the fleet serves it."""
+        """The budget is in (credit stops the fleet there): pay the replay ratio in full (a
+        signal stops the paying), last export, deploy the best policy, then the fleet
+        serves it."""
         lap = self.clocks["main"].lap
         lap("other")
         self.fleet.wait_for_actors(self.inbox.empty, timeout=15)
         lap("idle")
-        self.trainer.pay_in_full()
+        log.info(
+            "budget met: %d updates still owed, then the final evaluation "
+            "(Ctrl-C or SIGTERM skips both; the run still finishes)",
+            max(0, self.trainer.target() - self.algo.updates),
+        )
+        self.trainer.pay_in_full(stop=self.stop.is_set)
+        if self.stop.is_set():
+            owed = self.trainer.target() - self.algo.updates
+            log.warning("interrupted after the budget: finishing without %d updates owed", owed)
         self.exporter.export(self.algo.compression(), wait=True)
         self.exporter.deploy_best()  # published, signed and retained: what the fleet serves
         self.meter.tick(metrics, force=True)
@@ -408,15 +419,19 @@ class LearnerNode:
         self.fleet.send("serving")  # after the save: a finished run is never resumed
         self.fleet.wait_for_state("serving")  # bounded: a few of the stated status intervals
 
-    def _record(self, evaluate: bool) -> RunRecord:
-        """The run at its end, from each part's own figures; with ``evaluate``, the
-        deployed policy's final evaluation."""
+    def _record(self) -> RunRecord:
+        """The run at its end, from each part's own figures, and the deployed policy's
+        final evaluation: of a finished run not interrupted before it starts."""
         lap = self.clocks["main"].lap
         lap("other")
         cfg, published = self.cfg, self.broadcast.current
-        result = None
-        if published is not None and evaluate:
-            result = evaluate_policy(published, cfg.eval_episodes, cfg.seed + 10_000)
+        result, skipped = None, False
+        if published is not None and not self.interrupted:
+            skipped = self.stop.is_set()
+            if skipped:
+                log.warning("interrupted after the budget: the final evaluation is skipped")
+            else:
+                result = evaluate_policy(published, cfg.eval_episodes, cfg.seed + 10_000)
         lap("evaluate")  # the main thread's breakdown ends here
         fleet = self.fleet.stats()
         return RunRecord(
@@ -438,7 +453,8 @@ class LearnerNode:
             intensity=self.carbon.intensity,
             final_eval=result,
             durable=self.durable.stats(),
-            interrupted=self.stop.is_set(),
+            interrupted=self.interrupted,
+            eval_skipped=skipped,
             quarantine=self.ingest.watch.stats() if self.ingest.watch else None,
             replay_rows=self.replay.rows_by_source(),
             demos=self.mixer.stats(),

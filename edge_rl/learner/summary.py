@@ -63,6 +63,7 @@ class RunRecord:
     final_eval: EvalResult | None  # the deployed policy, greedily, in LiteRT
     durable: DurableStats
     interrupted: bool = False  # ended by SIGTERM/SIGINT: checkpointed, not finished, no eval
+    eval_skipped: bool = False  # a signal after the budget: finished, not evaluated
     quarantine: QuarantineStats | None = None  # per-board figures and who was isolated
     replay_rows: Mapping[str, int] = field(default_factory=dict)  # each board's rows in replay
     join: JoinStats = JoinStats(0, 0, 0, 0)  # boards' hellos and the learner's own (join.py)
@@ -95,6 +96,7 @@ def run_summary(r: RunRecord) -> dict[str, Any]:
         "resumed_from_env_steps": r.durable.resumed_from,
         "last_checkpoint_seconds": round(r.durable.last_seconds, 3),
         "final_eval_return": result.mean if result else None,
+        "final_eval_skipped": r.eval_skipped,
         "final_eval_return_std": result.std if result else None,
         "eval_episodes": len(result.returns) if result else 0,
         "eval_runtime": "litert",

@@ -70,6 +70,7 @@ class Trainer:
             self.losses = self.algo.update(self.replay.sample(self.algo.batch_size), steps)
             self._lap("updates")
 
-    def pay_in_full(self) -> None:
-        while self.algo.updates < self.target():
+    def pay_in_full(self, stop: Callable[[], bool] = lambda: False) -> None:
+        """Every update the data has paid for, unless ``stop()`` turns true first."""
+        while self.algo.updates < self.target() and not stop():
             self.train_for(0.5)

@@ -210,7 +210,9 @@ def result_lines(
     run = shlex.quote(str(run_dir))
     env = shlex.quote(str(summary["env_id"]))
     ret, std = summary.get("final_eval_return"), summary.get("final_eval_return_std")
-    if ret is None:
+    if ret is None and summary.get("final_eval_skipped"):
+        result = "final return: not evaluated (interrupted after the budget; see next:)"
+    elif ret is None:
         result = "final return: not evaluated (no policy was deployed)"
     else:
         result = (

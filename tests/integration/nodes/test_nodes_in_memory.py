@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import signal
 import threading
 
 from edge_rl.actor.node import ActorNode, ActorOptions
@@ -504,6 +505,35 @@ def refusing_grants(refusals: int, refused: list[str]):
         return connect
 
     return learner_connect
+
+
+def test_a_signal_after_the_budget_finishes_the_run_without_its_evaluation(tmp_path):
+    """SIGTERM while the learner pays the updates still owed after the budget (what the
+    handler does, called there): the run still finishes (deployed, checkpointed final,
+    serving) and writes its summary, not interrupted; what the signal cuts is the rest of
+    the payment and the final evaluation, and the summary says so. It used to raise
+    KeyboardInterrupt there: no summary, exit 130, for a run that had met its budget."""
+    cfg = run_config("late-signal", replay_ratio=4.0)
+    paid: list[int] = []
+
+    def signal_while_paying(broker, learner):
+        real = learner.trainer.pay_in_full
+
+        def pay_in_full(stop=lambda: False):
+            learner.stop(signal.SIGTERM, None)  # raised here when the handler is disarmed
+            real(stop)
+            paid.append(learner.trainer.target() - learner.algo.updates)
+
+        learner.trainer.pay_in_full = pay_in_full
+
+    summary, _, _, learner = run_in_memory(tmp_path, cfg, signal_while_paying)
+    assert paid and paid[0] > 0  # updates were owed, and the signal left them unpaid
+    assert summary["interrupted"] is False and summary["final_eval_skipped"] is True
+    assert summary["final_eval_return"] is None and summary["eval_episodes"] == 0
+    assert summary["env_steps"] >= cfg.total_env_steps and summary["policy_version"] >= 1
+    assert learner.durable.checkpoint.load().header["finished"]  # never resumed
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved == json.loads(json.dumps(summary))
 
 
 def test_lost_batches_are_written_off_and_the_run_reaches_its_budget_exactly(tmp_path):

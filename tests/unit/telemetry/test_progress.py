@@ -85,6 +85,20 @@ def test_result_of_a_run_that_deployed_no_policy():
     assert "edge-rl eval" not in text and "edge-rl report r" in text
 
 
+def test_result_of_a_run_whose_evaluation_a_signal_skipped():
+    summary = dict(
+        SUMMARY,
+        final_eval_return=None,
+        final_eval_return_std=None,
+        final_eval_skipped=True,
+        eval_episodes=0,
+    )
+    lines = result_lines(summary, Path("r"))
+    text = "\n".join(lines)
+    assert "final return: not evaluated (interrupted after the budget; see next:)" in text
+    assert "  edge-rl eval r/policy.tflite --env CartPole-v1 --episodes 10" in lines
+
+
 def _learner_energy(**learner) -> dict:
     return dict(SUMMARY, energy={"learner": learner})
 
