@@ -35,11 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_rl.agents.algo import Algo
-from edge_rl.learner.demos import ExportObservations
 from edge_rl.learner.outbound.broadcast import PolicyBroadcast
-from edge_rl.learner.outbound.packager import PolicyPackager, snapshot
+from edge_rl.learner.outbound.packager import Observations, PolicyPackager, snapshot
 from edge_rl.learner.outbound.selection import ModelSelection
-from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.telemetry.breakdown import LapClock, busy
 from edge_rl.types import PartState
 
@@ -56,7 +54,7 @@ class Exporter:
     def __init__(
         self,
         algo: Algo,
-        replay: ReplayBuffer | ExportObservations,  # its observations: calibration
+        replay: Observations,  # calibration and parity draws
         packager: PolicyPackager,
         broadcast: PolicyBroadcast,
         selection: ModelSelection,

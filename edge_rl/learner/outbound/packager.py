@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,9 +33,7 @@ from edge_rl.export.parity import check_exportable
 from edge_rl.export.remote import export_checked, prepare_checked
 from edge_rl.export.tflite import ExportedModel, start_export_worker
 from edge_rl.export.worker import CALL_TIMEOUT_S
-from edge_rl.learner.demos import ExportObservations
 from edge_rl.learner.ingest.plausible import Bounds
-from edge_rl.learner.replay import ReplayBuffer
 from edge_rl.learner.run_dir import RunDir
 from edge_rl.specs import EnvSpec
 from edge_rl.telemetry.logs import write_bytes_atomic, write_json_atomic
@@ -83,6 +81,17 @@ def snapshot(network: Any) -> Any:
 class PackagerStats:
     failed: int  # exports that raised or failed their parity check
     suspects: dict[str, int] = field(default_factory=dict)  # board -> failed exports it led
+
+
+class Observations(Protocol):
+    """What an export draws its calibration and parity observations from: a
+    ``ReplayBuffer``, or ``demos.ExportObservations`` (replay, then demonstrations)."""
+
+    def __len__(self) -> int: ...
+
+    def drawn(
+        self, n: int, rng: np.random.Generator | None = None
+    ) -> tuple[np.ndarray, list[str]]: ...
 
 
 SUSPECT_Z = 10.0  # robust z of an observation past which its board is named
@@ -138,7 +147,7 @@ class PolicyPackager:
         export: ExportConfig,
         stamp: Stamp,
         spec: EnvSpec,
-        replay: ReplayBuffer | ExportObservations,  # its observations: calibration
+        replay: Observations,  # calibration and parity draws
         run_dir: RunDir,
         signer: Signer,
         *,
