@@ -247,10 +247,15 @@ def learn(
         keep_quarantine=keep_quarantine,
         release=tuple(release),
     )
+    begun = time.time()
     try:
         summary = run_learner(cfg, run_dir, options)
-    except KeyboardInterrupt:  # before the loop runs, or a second signal: no summary.json
-        click.echo(f"\ninterrupted: no summary; logs and metrics so far in {run_dir}", err=True)
+    except KeyboardInterrupt:  # before the loop runs, or a second signal
+        written = RunDir(run_dir).summary
+        if written.exists() and written.stat().st_mtime >= begun:  # in the shutdown after it
+            click.echo(f"\ninterrupted while shutting down: {written} was written", err=True)
+        else:
+            click.echo(f"\ninterrupted: no summary; logs and metrics so far in {run_dir}", err=True)
         sys.exit(130)
     except BrokerError as e:  # no broker to be had: a clear error, not a traceback
         raise click.ClickException(str(e)) from None

@@ -27,8 +27,8 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +41,11 @@ log = logging.getLogger(__name__)
 
 
 class StopRequest:
-    """The signal handler of ``edge-rl learn``: while the learner runs (``requesting``),
-    the first SIGTERM/SIGINT is a request: before the budget it ends the loop (checkpoint,
-    fleet paused, summary), after it it cuts the run's wind-down short (the updates still
-    owed, the final evaluation); before that, or a second time, it raises
-    KeyboardInterrupt as Python's own does."""
+    """The signal handler of ``edge-rl learn``: once ``armed`` (the learner's loop starts;
+    it stays so to the command's end), the first SIGTERM/SIGINT is a request: before the
+    budget it ends the loop (checkpoint, fleet paused, summary), after it it cuts the
+    finishing short (the updates still owed, the final evaluation); before that, or a
+    second time, it raises KeyboardInterrupt as Python's own does."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -66,15 +66,6 @@ class StopRequest:
 
     def is_set(self) -> bool:
         return self.event.is_set()
-
-    @contextmanager
-    def requesting(self) -> Iterator[None]:
-        """Armed inside: a first signal sets the request rather than raising."""
-        self.armed = True
-        try:
-            yield
-        finally:
-            self.armed = False
 
 
 @dataclass(frozen=True)

@@ -337,35 +337,36 @@ class LearnerNode:
         metrics = MetricsLog(run_dir.metrics, run_dir.tensorboard, METRICS, append=self.resume)
         self.clocks["main"].lap("setup")
         self.meter.start()
-        # From here a signal is a request (durable.StopRequest): before the budget it ends
-        # the loop (paused, checkpointed); after it, it cuts the wind-down short.
-        with self.stop.requesting():
-            try:
-                while self.env_steps < self.cfg.total_env_steps and not self.stop.is_set():
-                    self.trainer.train_for(0.05)
-                    self.algo.feed_returns(self.ingest.returns_since)
-                    self.fleet.send("running", self.trainer.online_updates)  # new credit
-                    self.exporter.maybe_export(self.algo.compression())
-                    self.meter.tick(metrics)
-                    if not self._fleet_alive():
-                        raise RuntimeError("every fleet actor process has exited; see fleet logs")
-                    self.durable.maybe_save()
-                self.interrupted = self.stop.is_set()
-                if self.interrupted:  # pause the fleet, checkpoint, summary
-                    self.fleet.send("paused", reason="the learner was interrupted")
-                    self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # last batches
-                    self.fleet.wait_for_state("paused")  # bounded; the summary shows it
-                    self.durable.save()
-                else:
-                    self._finish(metrics)
-            finally:
-                self.exporter.shutdown()
-                self.selection.close()
-                # An error: the boards hold and wait, as for a stop (no-op once serving).
-                self.fleet.send("paused", reason="the learner stopped")
-                self.inbox.stop(timeout=10)
-                metrics.close()
-            summary = write_summary(self.run_dir, self._record())
+        # From here to the command's end a signal is a request (durable.StopRequest): before
+        # the budget it ends the loop (paused, checkpointed); after it, it cuts the finishing
+        # short; in the shutdown after this returns (bounded), it changes nothing.
+        self.stop.armed = True
+        try:
+            while self.env_steps < self.cfg.total_env_steps and not self.stop.is_set():
+                self.trainer.train_for(0.05)
+                self.algo.feed_returns(self.ingest.returns_since)
+                self.fleet.send("running", self.trainer.online_updates)  # new credit
+                self.exporter.maybe_export(self.algo.compression())
+                self.meter.tick(metrics)
+                if not self._fleet_alive():
+                    raise RuntimeError("every fleet actor process has exited; see fleet logs")
+                self.durable.maybe_save()
+            self.interrupted = self.stop.is_set()
+            if self.interrupted:  # pause the fleet, checkpoint, summary
+                self.fleet.send("paused", reason="the learner was interrupted")
+                self.fleet.wait_for_actors(self.inbox.empty, timeout=10)  # last batches
+                self.fleet.wait_for_state("paused")  # bounded; the summary shows it
+                self.durable.save()
+            else:
+                self._finish(metrics)
+        finally:
+            self.exporter.shutdown()
+            self.selection.close()
+            # An error: the boards hold and wait, as for a stop (no-op once serving).
+            self.fleet.send("paused", reason="the learner stopped")
+            self.inbox.stop(timeout=10)
+            metrics.close()
+        summary = write_summary(self.run_dir, self._record())
         # The retained policy stays: the deployed one to serve, or the one to hold.
         self.fleet.clear()
         self.transport.stop()

@@ -133,6 +133,64 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
 
 
 @pytest.mark.slow
+def test_a_sigterm_after_the_budget_still_finishes_the_run(tmp_path, mosquitto_available):
+    """SIGTERM to the learner's PID once learner.log says the budget is met: the run
+    finishes (exit 0, summary.json, its boards serving, a finished checkpoint) rather than
+    ending with 130 and no summary; the signal skips the final evaluation unless it came
+    after the evaluation began (docs/reliability.md)."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        learn_argv(
+            "examples/cartpole_dqn.yaml",
+            run,
+            "--fleet",
+            "2",
+            "--board",
+            "rpi5",
+            "--set",
+            "total_env_steps=3000",
+            "--set",
+            "dqn.hidden=[32, 32]",
+        ),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    kids: list[int] = []
+    try:
+
+        def budget_met() -> bool:
+            log = run / "learner.log"
+            return log.exists() and "budget met:" in log.read_text(errors="replace")
+
+        wait_for(lambda: proc.poll() is not None or budget_met(), 180, "the budget met", 0.05)
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        kids = children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err[-3000:]
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["interrupted"] is False and summary["env_steps"] >= 3000
+        if summary["final_eval_skipped"]:
+            assert summary["final_eval_return"] is None and "not evaluated" in out
+        else:  # the signal came while the evaluation ran: it ended
+            assert summary["final_eval_return"] is not None
+        assert {a["state"] for a in summary["actors"].values()} == {"serving"}, err[-3000:]
+        assert json.loads((run / "checkpoint" / "header.json").read_text())["finished"]
+        left = survivors(kids, within_s=30)
+        assert not left, (left, err[-3000:])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for c in kids + children(proc.pid):
+            if alive(c):
+                os.kill(c, signal.SIGKILL)
+
+
+@pytest.mark.slow
 def test_learn_on_the_embedded_python_broker(tmp_path, cli):
     # The fallback for machines without Mosquitto: amqtt speaks MQTT 3.1.1 only.
     run = tmp_path / "run"
