@@ -235,6 +235,16 @@ class Verdict:
     since: int = 0  # the env step the compared stretch began at (``value`` is over it)
 
 
+def _finding(v: Verdict) -> str:
+    """What the rule found, in words (the log's and the board's reason)."""
+    if v.rule == "refused":
+        return f"{v.value:.0%} of its batches refused (more than {v.fleet:.0%})"
+    return (
+        f"its {v.rule} {v.value:.4g} is off the fleet's {v.fleet:.4g} (z {v.z:.1f}, over the "
+        f"data since env step {v.since})"
+    )
+
+
 @dataclass(frozen=True)
 class BoardFigures:
     """One board as the rule sees it (the summary's ``boards``)."""
@@ -456,16 +466,11 @@ class BoardWatch:
                 self._quarantined[v.actor] = v
         for v in found:
             log.warning(
-                "board %s quarantined at %d env steps: its %s %.4g is off the fleet's %.4g "
-                "(z %.1f, over the data since env step %d); its credit stops and its data "
-                "is refused",
+                "board %s quarantined at %d env steps: %s; its credit stops and its data is "
+                "refused",
                 v.actor,
                 v.env_steps,
-                v.rule,
-                v.value,
-                v.fleet,
-                v.z,
-                v.since,
+                _finding(v),
             )
         return found
 
@@ -498,12 +503,8 @@ class BoardWatch:
             v = self._quarantined.get(actor)
         if v is None:
             return ""
-        if v.rule == "refused":
-            what = f"{v.value:.0%} of its batches refused"
-        else:
-            what = f"its {v.rule} {v.value:.4g} against the fleet's {v.fleet:.4g} (z {v.z:.1f})"
         return (
-            f"quarantined at {v.env_steps} env steps: {what}; no credit, its data refused "
+            f"quarantined at {v.env_steps} env steps: {_finding(v)}; no credit, its data refused "
             "until an operator releases it (edge-rl learn --resume RUN_DIR --release ID)"
         )
 

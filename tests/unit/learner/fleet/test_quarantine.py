@@ -4,6 +4,7 @@ ingest refusing a quarantined board's data."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 import pytest
@@ -266,15 +267,20 @@ def test_episode_returns_far_off_the_fleet_quarantine_a_board():
     assert watch.stats().boards["c"].mean_return == pytest.approx(141.5)
 
 
-def test_a_board_with_most_of_its_batches_refused_is_quarantined_alone():
+def test_a_board_with_most_of_its_batches_refused_is_quarantined_alone(caplog):
     watch = BoardWatch(RULE)
     feed(watch, "bad", 1.0, n=10)
     for _ in range(RULE.min_refused - 1):
         watch.refused("bad")
     assert watch.judge(0, now=0.0) == []  # 9 refused of 10: below min_refused
     watch.refused("bad")
-    (verdict,) = watch.judge(0, now=5.0)
+    with caplog.at_level(logging.WARNING):
+        (verdict,) = watch.judge(0, now=5.0)
     assert (verdict.rule, verdict.value) == ("refused", pytest.approx(10 / 11))
+    # In words, in the log once and in what the board is told: a share, not a z-score.
+    said = f"91% of its batches refused (more than {RULE.max_refused_share:.0%})"
+    assert caplog.text.count(said) == 1 and "z " not in caplog.text
+    assert said in watch.reason("bad")
     watch.refused(None)  # a topic that names no actor: nothing to count
 
 
