@@ -62,6 +62,7 @@ from _common import md_table
 from _proc_cpu import TreeSampler
 
 from edge_rl.agents.sac.config import SACConfig  # a plain dataclass: no TensorFlow import
+from edge_rl.broker.executables import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 EDGE_RL = str(Path(sys.executable).parent / "edge-rl")
@@ -412,8 +413,12 @@ def thread_env(threads: int) -> dict[str, str]:
 
 
 def launch(cmd: list[str], log: Path, env: dict[str, str]) -> tuple[subprocess.Popen, float]:
+    """``cmd`` started now; it gets SIGTERM if this script dies first (a timeout's kill):
+    no side outlives the benchmark."""
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        proc = subprocess.Popen(
+            die_with_parent(cmd), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
+        )
     return proc, time.monotonic()
 
 
