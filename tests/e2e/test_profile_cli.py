@@ -48,7 +48,12 @@ def test_a_profile_and_variables_reach_fleet_and_fleet_status(
     finally:
         actors = children(fleet.pid)
         fleet.send_signal(signal.SIGINT)  # the fleet's Ctrl-C: it stops its actors
-        fleet.wait(bound(60))
+        try:
+            fleet.wait(bound(60))
+        except subprocess.TimeoutExpired:  # never left running: its boards die with it
+            fleet.kill()
+            fleet.wait()
+            raise
     assert survivors(actors, bound(30)) == {}
     assert fleet.returncode == 0, fleet.stderr.read()[-2000:]
 
