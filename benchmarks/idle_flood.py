@@ -76,14 +76,6 @@ SCRIPT = LOGIN_SCRIPT + textwrap.dedent(
         sys.exit(0)
     addresses, per = sys.argv[1].split(","), int(sys.argv[2])
 
-    def alive(s):
-        try:
-            return s.recv(1, socket.MSG_PEEK) != b""
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-
     # Rounds: each address tops up to `per` open sockets, as a flooder that retries would.
     # A retry is what gets the last few in: when many SYNs from one address arrive in the
     # same jiffy, nftables' `ct count` can count one connection twice and reset it below
@@ -128,15 +120,7 @@ SCRIPT = LOGIN_SCRIPT + textwrap.dedent(
     child = subprocess.run([sys.executable, sys.argv[0], "login", *sys.argv[3:7]],
                            capture_output=True, text=True, timeout=30 + 6 * int(sys.argv[3]))
     ok = int(child.stdout.strip() or 0)
-    n = 0
-    for s in opened:
-        try:
-            n += s.recv(1) != b""
-        except BlockingIOError:
-            n += 1
-        except OSError:
-            pass
-    print(json.dumps({"open_at_logins": n, "logins_ok": ok}), flush=True)
+    print(json.dumps({"open_at_logins": sum(map(alive, opened)), "logins_ok": ok}), flush=True)
     """
 )
 

@@ -171,8 +171,9 @@ def rss_mb(pid: int) -> tuple[float, float]:
 # child process of their own: paho's select() cannot watch a descriptor above 1023. With
 # "hold" last, the sockets stay open after the result line until stdin closes, and a last
 # line says how many were still open then.
-# A valid login of a board from the client namespace's first address, True if it got in:
-# the flood scripts' (and benchmarks/idle_flood.py's) ``login``.
+# A valid login of a board from the client namespace's first address, True if it got in,
+# and whether a held socket is still open: the flood scripts' (and
+# benchmarks/idle_flood.py's) ``login`` and ``alive``.
 LOGIN_SCRIPT = textwrap.dedent(
     """
     import json, selectors, socket, subprocess, sys, time
@@ -193,6 +194,14 @@ LOGIN_SCRIPT = textwrap.dedent(
             c.loop(timeout=0.2)
         c.disconnect()
         return bool(got and got[0])
+
+    def alive(s):  # a held socket the broker has not closed (nothing comes on an idle one)
+        try:
+            return s.recv(1, socket.MSG_PEEK) != b""
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
     """
 )
 FLOOD_SCRIPT = LOGIN_SCRIPT + textwrap.dedent(
@@ -219,15 +228,7 @@ FLOOD_SCRIPT = LOGIN_SCRIPT + textwrap.dedent(
         return socks, opened
 
     def still_open(opened):
-        n = 0
-        for s in opened:
-            try:
-                n += s.recv(1) != b""
-            except BlockingIOError:
-                n += 1
-            except OSError:
-                pass
-        return n
+        return sum(map(alive, opened))
 
     if sys.argv[1] == "login":
         print(sum(login(*sys.argv[3:6]) for _ in range(int(sys.argv[2]))))
