@@ -62,14 +62,10 @@ def test_learn_with_embedded_broker_and_fleet_then_eval(cartpole_run, cli):
     assert wrong.returncode != 0 and "CartPole-v1" in wrong.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
-def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto_available, sig):
-    """SIGTERM to the learner's PID, or SIGINT to its whole process group as a terminal's
-    Ctrl-C sends it: the broker and actors (sessions of their own) do not get it, so the
-    learner checkpoints, stops the fleet, and writes its summary with every actor stopped."""
-    run = tmp_path / "run"
-    proc = subprocess.Popen(
+def _learn_two_boards(run, total_env_steps: int, *flags: str) -> subprocess.Popen:
+    """``edge-rl learn`` on the CartPole example with 2 simulated Pi 5 boards, in a
+    session of its own (a killpg reaches no test)."""
+    return subprocess.Popen(
         learn_argv(
             "examples/cartpole_dqn.yaml",
             run,
@@ -78,17 +74,37 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
             "--board",
             "rpi5",
             "--set",
-            "total_env_steps=10000000",
+            f"total_env_steps={total_env_steps}",
             "--set",
             "dqn.hidden=[32, 32]",
-            *(["--json"] if sig == signal.SIGTERM else []),
+            *flags,
         ),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # its process group is its own: killpg reaches no test
+        start_new_session=True,
     )
+
+
+def _leave_nothing(proc: subprocess.Popen, kids: list[int]) -> None:
+    """The learner and every process it started, killed by PID if still there."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for c in kids + children(proc.pid):  # a failed run must not leave orphans
+        if alive(c):
+            os.kill(c, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto_available, sig):
+    """SIGTERM to the learner's PID, or SIGINT to its whole process group as a terminal's
+    Ctrl-C sends it: the broker and actors (sessions of their own) do not get it, so the
+    learner checkpoints, stops the fleet, and writes its summary with every actor stopped."""
+    run = tmp_path / "run"
+    proc = _learn_two_boards(run, 10_000_000, *(["--json"] if sig == signal.SIGTERM else []))
     kids: list[int] = []
     try:
 
@@ -124,12 +140,7 @@ def test_a_signal_checkpoints_and_ends_a_run_without_orphans(tmp_path, mosquitto
         left = survivors(kids, within_s=30)
         assert not left, (left, err[-3000:])
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for c in kids + children(proc.pid):  # a failed run must not leave orphans
-            if alive(c):
-                os.kill(c, signal.SIGKILL)
+        _leave_nothing(proc, kids)
 
 
 @pytest.mark.slow
@@ -139,25 +150,7 @@ def test_a_sigterm_after_the_budget_still_finishes_the_run(tmp_path, mosquitto_a
     ending with 130 and no summary; the signal skips the final evaluation unless it came
     after the evaluation began (docs/reliability.md)."""
     run = tmp_path / "run"
-    proc = subprocess.Popen(
-        learn_argv(
-            "examples/cartpole_dqn.yaml",
-            run,
-            "--fleet",
-            "2",
-            "--board",
-            "rpi5",
-            "--set",
-            "total_env_steps=3000",
-            "--set",
-            "dqn.hidden=[32, 32]",
-        ),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _learn_two_boards(run, 3000)
     kids: list[int] = []
     try:
 
@@ -182,12 +175,7 @@ def test_a_sigterm_after_the_budget_still_finishes_the_run(tmp_path, mosquitto_a
         left = survivors(kids, within_s=30)
         assert not left, (left, err[-3000:])
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for c in kids + children(proc.pid):
-            if alive(c):
-                os.kill(c, signal.SIGKILL)
+        _leave_nothing(proc, kids)
 
 
 @pytest.mark.slow
