@@ -302,7 +302,10 @@ def test_a_reset_hook_past_its_timeout_holds_the_board_safe_until_released(
         RELEASE.set()
         stop_board(node, thread)
     assert len(HOOKED) == 2 and env.resets == 1
-    assert [x.state for k, x in wire.items() if k == "status"][-1] == "stopped"
+    # The board had its "stopped" acknowledged by the broker; the test's subscriber gets it
+    # a moment later.
+    last = lambda: [x.state for k, x in wire.items() if k == "status"][-1]  # noqa: E731
+    wait_for(lambda: last() == "stopped", 10, "the board's last status: stopped", 0.05)
 
 
 def failing_hook(env, cancel) -> None:
@@ -329,7 +332,7 @@ def test_a_reset_hook_that_raises_holds_the_board_safe_until_a_restart(
         assert node._state() == "safe" and wire.rows() == 0
     finally:
         stop_board(node, thread)
-    assert wire.states()[-1] == "stopped"
+    wait_for(lambda: wire.states()[-1] == "stopped", 10, "the board's last status", 0.05)
 
 
 def test_the_estop_cuts_a_reset_hook_short_and_the_hook_runs_again_once_released(
